@@ -1,0 +1,108 @@
+"""All envbuild errors, under one root.
+
+The CLI catches :class:`EnvbuildError` once and maps it to an exit code; no traceback reaches a user
+for an expected failure.  Messages name the file and key involved and, where there is a closed set,
+the valid choices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+# Exit codes, documented in the README.
+EXIT_OK = 0
+EXIT_FINDINGS = 1  # check found errors / validate found a failed stage / build failed
+EXIT_USAGE = 2  # invalid input or usage
+EXIT_ENGINE = 3  # the Docker engine cannot be reached
+
+
+class EnvbuildError(Exception):
+    """Root of every error envbuild raises on purpose."""
+
+    exit_code: int = EXIT_USAGE
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def choices(values: Iterable[str]) -> str:
+    """Format a closed set of valid values for an error message."""
+    return ", ".join(sorted(values))
+
+
+@dataclass(frozen=True)
+class Issue:
+    """One problem in an input file: where it is and what is wrong."""
+
+    file: str
+    key: str  # dotted key path, e.g. "python.packages[2]" or "checks[0].run"
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}: {self.key}" if self.key else self.file
+        return f"{where}: {self.message}"
+
+
+class ProfileError(EnvbuildError):
+    """A profile (or a file it refers to) is invalid.  Carries every issue found, not just the first."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, issues: Sequence[Issue]) -> None:
+        self.issues = tuple(issues)
+        lines = [f"invalid profile ({len(self.issues)} problem{'s' if len(self.issues) != 1 else ''}):"]
+        lines += [f"  - {issue}" for issue in self.issues]
+        super().__init__("\n".join(lines))
+
+
+class UsageError(EnvbuildError):
+    """Bad command-line usage or a bad argument value (unknown target, missing file, ...)."""
+
+    exit_code = EXIT_USAGE
+
+
+class CatalogError(EnvbuildError):
+    """A catalog data file shipped with envbuild is malformed (a bug in envbuild, not in the input)."""
+
+    exit_code = EXIT_USAGE
+
+
+class IncompatibleError(EnvbuildError):
+    """The plan has error findings and the caller did not force it."""
+
+    exit_code = EXIT_FINDINGS
+
+
+class BundleError(EnvbuildError):
+    """A bundle directory is missing, incomplete or inconsistent."""
+
+    exit_code = EXIT_USAGE
+
+
+class BuildError(EnvbuildError):
+    """An image build failed."""
+
+    exit_code = EXIT_FINDINGS
+
+
+class EngineUnavailable(EnvbuildError):
+    """The Docker engine cannot be reached."""
+
+    exit_code = EXIT_ENGINE
+
+
+class LockError(EnvbuildError):
+    """A lock file is missing, unreadable or of an unknown format."""
+
+    exit_code = EXIT_USAGE
+
+
+class ReportError(EnvbuildError):
+    """A report directory is missing, tampered with, or unreadable."""
+
+    exit_code = EXIT_FINDINGS

@@ -1,0 +1,299 @@
+"""Typed, frozen models shared by the stages.
+
+After loading there are no loose dicts: ``profile`` produces a :class:`Profile`, ``plan`` a
+:class:`Plan` (plus :class:`Finding` s), ``render`` writes a :class:`Lock` that ``validate`` reads.
+The lock's JSON schema is the contract between the "before ordering" and "on arrival" halves;
+bump :data:`LOCK_FORMAT` when it changes incompatibly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Backend = Literal["cuda", "rocm", "cpu"]
+Kind = Literal["ubuntu", "pytorch", "blender", "custom"]
+OsId = Literal["ubuntu22.04", "ubuntu24.04", "debian12"]
+Severity = Literal["error", "warning", "info"]
+BlenderDevice = Literal["CPU", "CUDA", "OPTIX", "HIP", "ONEAPI"]
+Vendor = Literal["nvidia", "amd", "cpu"]
+
+LOCK_FORMAT = "envbuild.lock/1"
+LOCK_PATH_IN_IMAGE = "/etc/envbuild/envbuild.lock.json"
+VENV_PATH_IN_IMAGE = "/opt/venv"
+PYTHON_IN_IMAGE = "/opt/venv/bin/python"
+TOOL_VENV_IN_IMAGE = "/opt/envbuild"  # envbuild itself, isolated from the user's venv
+WORKDIR_IN_IMAGE = "/workspace"
+IMAGE_USER = "envbuild"
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# --------------------------------------------------------------------------------------------------
+# Profile (output of envbuild.profile)
+# --------------------------------------------------------------------------------------------------
+
+
+class RequirementLine(Frozen):
+    """One logical line of a pip requirements file (continuations joined, comments stripped).
+
+    ``kind`` is "requirement" (a PEP 508 string or a direct URL requirement ``name @ url``),
+    "option" (``--extra-index-url``, ``--hash`` stays attached to its requirement in ``hashes``,
+    ``-c``/``-e`` etc.), or "include" (``-r other.txt``, already expanded; kept for provenance).
+    """
+
+    kind: Literal["requirement", "option", "include"]
+    text: str  # normalised text to write back out
+    name: str | None = None  # canonical project name for requirements
+    hashes: tuple[str, ...] = ()
+    origin: str  # "requirements.txt:12" or "profile:python.packages[0]"
+
+
+class BaseSpec(Frozen):
+    os: OsId = "ubuntu24.04"
+    image: str | None = None  # explicit base image, overrides the derived one
+
+
+class AcceleratorSpec(Frozen):
+    backend: Backend = "cpu"
+    version: str | None = None  # "12.8", "6.3"; derived from the torch release when None
+    targets: tuple[str, ...] = ()
+
+
+class PythonSpec(Frozen):
+    version: str = "3.11"
+    packages: tuple[str, ...] = ()
+    requirements: tuple[str, ...] = ()  # paths relative to the profile's folder
+    lines: tuple[RequirementLine, ...] = ()  # parsed from packages + requirements, in order
+
+
+class TorchSpec(Frozen):
+    version: str | None = None
+    packages: tuple[str, ...] = ()  # companions: torchvision, torchaudio, ... (bare names or pins)
+
+
+class BlenderSpec(Frozen):
+    version: str | None = None
+    devices: tuple[BlenderDevice, ...] = ()
+
+
+class SystemSpec(Frozen):
+    apt: tuple[str, ...] = ()
+
+
+class ResourcesSpec(Frozen):
+    gpu_memory_gib: float | None = None  # peak need per card
+    gpus: int = 1  # cards the job uses at once
+
+
+class CheckSpec(Frozen):
+    """A user's own pilot check, run by the validator's ``checks`` stage."""
+
+    name: str
+    run: tuple[str, ...]  # argv, never a shell string
+    timeout_s: int = 600
+    expect_exit: int = 0
+    expect_files: tuple[str, ...] = ()  # must exist and be non-empty, relative to the workdir
+    expect_json: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    # "file.json:dotted.key" -> expected value
+
+
+class ValidateSpec(Frozen):
+    """Options for the on-arrival validator, declared with the profile."""
+
+    extensions: tuple[str, ...] = ()  # extension packages to import and smoke-test (flash_attn, ...)
+    compile_extensions: bool = True  # compile+run a custom op; needs a toolchain in the image
+    checkpoint_dir: str = "runs/envbuild-checkpoint"  # relative to the workdir
+
+
+class AppSpec(Frozen):
+    source: str | None = None  # folder (relative to the profile) copied into the image last
+
+
+class Profile(Frozen):
+    name: str
+    kind: Kind
+    description: str = ""
+    extends: str | None = None
+    base: BaseSpec = BaseSpec()
+    accelerator: AcceleratorSpec = AcceleratorSpec()
+    python: PythonSpec = PythonSpec()
+    torch: TorchSpec = TorchSpec()
+    blender: BlenderSpec = BlenderSpec()
+    system: SystemSpec = SystemSpec()
+    env: dict[str, str] = Field(default_factory=dict)
+    resources: ResourcesSpec = ResourcesSpec()
+    checks: tuple[CheckSpec, ...] = ()
+    validate_: ValidateSpec = Field(default=ValidateSpec(), alias="validate")
+    app: AppSpec = AppSpec()
+
+    # Provenance, filled by the loader.
+    path: str  # the profile file ("builtin:pytorch" for built-ins)
+    folder: str | None = None  # folder that relative paths resolve against (None for built-ins)
+    sha256: str  # sha256 of the profile file bytes plus every file it pulls in (extends, requirements)
+    sources: dict[str, str] = Field(default_factory=dict)  # "python.version" -> "default" | "profile:<file>"
+    #   | "extends:<file>" | "cli"
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# Catalog rows (output of envbuild.catalog)
+# --------------------------------------------------------------------------------------------------
+
+
+class Card(Frozen):
+    id: str  # "h100", "b200", "rtx4090", "mi300x", "cpu"
+    name: str
+    vendor: Vendor
+    arch: str  # "sm_90", "gfx942", "" for cpu
+    memory_gib: float
+    cards_per_lot: int = 1
+    bf16_tflops: float | None = None
+    bandwidth_gbs: float | None = None
+    min_cuda: str | None = None
+    min_rocm: str | None = None
+    min_driver: str | None = None
+    source: str
+
+
+# --------------------------------------------------------------------------------------------------
+# Plan (output of envbuild.plan)
+# --------------------------------------------------------------------------------------------------
+
+
+class Finding(Frozen):
+    severity: Severity
+    code: str  # stable, e.g. "E-ARCH-MISSING", "W-DRIVER-UNKNOWN"
+    message: str
+
+
+class IndexUrl(Frozen):
+    url: str
+    reason: str
+    primary: bool = False  # --index-url (True) or --extra-index-url (False)
+
+
+class Pin(Frozen):
+    name: str  # canonical project name
+    version: str  # "2.7.1"
+    local: str | None = None  # "cu128", "rocm6.3", "cpu"
+    reason: str  # provenance: "torch release 2.7.1, variant cu128 (catalog: ...)"
+
+    @property
+    def spec(self) -> str:
+        return f"{self.name}=={self.version}" + (f"+{self.local}" if self.local else "")
+
+
+class Plan(Frozen):
+    profile: Profile
+    targets: tuple[Card, ...]
+    os: OsId
+    os_name: str  # "Ubuntu 24.04"
+    base_image: str  # derived or explicit
+    base_flavor: str  # "os", "cuda-runtime", "cuda-devel", "rocm-dev", "rocm-complete", "explicit"
+    python_version: str
+    python_provision: str  # "system" (distro python3) | "deadsnakes" | "base-image"
+    backend: Backend
+    accelerator_version: str | None  # "12.8" | "6.3" | None
+    torch_variant: str | None  # "cu128" | "rocm6.3" | "cpu" | None when no torch
+    torch_version: str | None
+    index_urls: tuple[IndexUrl, ...]
+    pins: tuple[Pin, ...]  # torch family, exact with local tag
+    requirements: tuple[RequirementLine, ...]  # the user's, after pins
+    apt: tuple[str, ...]  # sorted, deduplicated
+    torch_arch_list: tuple[str, ...]  # what the wheel carries: ("sm_75", ..., "sm_120+PTX")
+    required_archs: tuple[str, ...]  # what the targets need
+    min_driver: str | None  # NVIDIA Linux driver minimum for the variant
+    compiles: bool  # something is compiled in the image (toolchain present, devel base)
+    blender_version: str | None
+    blender_url: str | None
+    blender_sha256_url: str | None
+
+
+class CheckResult(Frozen):
+    plan: Plan
+    findings: tuple[Finding, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not any(f.severity == "error" for f in self.findings)
+
+
+# --------------------------------------------------------------------------------------------------
+# Lock (written by render, read by validate)
+# --------------------------------------------------------------------------------------------------
+
+
+class LockTarget(Frozen):
+    id: str
+    name: str
+    vendor: Vendor
+    arch: str
+    memory_gib: float
+    cards_per_lot: int
+
+
+class LockPackage(Frozen):
+    name: str
+    version: str | None  # None when the requirement is not an exact pin
+    local: str | None = None
+    requirement: str  # the requirement text as declared
+    origin: str
+
+
+class Lock(Frozen):
+    format: Literal["envbuild.lock/1"] = LOCK_FORMAT
+    envbuild_version: str
+    profile_name: str
+    profile_kind: Kind
+    profile_sha256: str
+    sources: dict[str, str]
+    os: OsId
+    os_release_id: str  # "ubuntu" | "debian"
+    os_release_version: str  # "24.04" | "12"
+    base_image: str
+    python_version: str
+    python_executable: str  # PYTHON_IN_IMAGE
+    backend: Backend
+    accelerator_version: str | None
+    torch_version: str | None
+    torch_variant: str | None
+    torch_arch_list: tuple[str, ...]
+    required_archs: tuple[str, ...]
+    min_driver: str | None
+    targets: tuple[LockTarget, ...]
+    gpus: int
+    gpu_memory_gib: float | None
+    packages: tuple[LockPackage, ...]  # exact pins first (torch family), then the user's
+    apt: tuple[str, ...]
+    env: dict[str, str]  # secret-looking values are never stored
+    checks: tuple[CheckSpec, ...]
+    extensions: tuple[str, ...]
+    compile_extensions: bool
+    checkpoint_dir: str
+    workdir: str = WORKDIR_IN_IMAGE
+    blender_version: str | None = None
+    blender_devices: tuple[BlenderDevice, ...] = ()
+
+
+def read_lock(path: Path) -> Lock:
+    """Read and validate a lock file; raise :class:`envbuild.errors.LockError` on any problem."""
+    from pydantic import ValidationError
+
+    from envbuild.errors import LockError
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise LockError(f"{path}: cannot read lock file: {exc.strerror or exc}") from None
+    try:
+        return Lock.model_validate_json(text)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        key = ".".join(str(p) for p in first["loc"])
+        raise LockError(f"{path}: {key or '(top level)'}: {first['msg']} (expected format {LOCK_FORMAT})") from None

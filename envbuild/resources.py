@@ -1,0 +1,36 @@
+"""Locate files that ship with envbuild: templates, built-in profiles and catalog data.
+
+In a wheel, ``templates/`` and ``profiles/`` are packaged under ``envbuild/_data/``; in a checkout
+(or an editable install) they are the top-level folders beside the package.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+_PACKAGE = Path(__file__).resolve().parent
+
+
+@cache
+def _data_root(name: str) -> Path:
+    packaged = _PACKAGE / "_data" / name
+    if packaged.is_dir():
+        return packaged
+    checkout = _PACKAGE.parent / name
+    if checkout.is_dir():
+        return checkout
+    raise FileNotFoundError(f"envbuild installation is incomplete: no {name}/ folder in {_PACKAGE}")
+
+
+def templates_dir() -> Path:
+    return _data_root("templates")
+
+
+def profiles_dir() -> Path:
+    return _data_root("profiles")
+
+
+def catalog_dir() -> Path:
+    """Catalog data files (TOML, one source per row) live inside the package."""
+    return _PACKAGE / "data"

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Set up everything the tests need and run the whole suite:
+#   a venv with envbuild and its test extras (torch 2.13.0 CPU, pytest, ruff, mypy, hadolint, ...),
+#   a running Docker engine, the local Debian 12 base image, then ruff, mypy and pytest.
+# Extra arguments go to pytest, e.g. scripts/test.sh -k render -x
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python3 -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+.venv/bin/python -m pip install -q -e '.[test]'
+
+# The PyTorch index is unreachable here; don't let pip wait on it.
+export PIP_RETRIES=0
+bash scripts/docker-engine.sh
+bash scripts/base-image.sh envbuild/debian:12
+
+echo "== ruff"
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+echo "== mypy"
+.venv/bin/mypy
+echo "== pytest"
+.venv/bin/pytest "$@"
