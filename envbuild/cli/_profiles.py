@@ -1,0 +1,3 @@
+"""Commands: placeholder until implemented."""
+
+from envbuild.cli import cli  # noqa: F401
