@@ -1,0 +1,84 @@
+"""``envbuild render``: a checked plan becomes a build bundle (see docs/architecture.md).
+
+Public API: :func:`render_bundle`, :func:`make_lock`, :func:`render_dockerfile`,
+:func:`render_files`.  Nothing here imports torch or docker.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from envbuild.errors import IncompatibleError
+from envbuild.models import CheckResult, Plan
+from envbuild.render.bundle import KEEP_DIRS, app_source, collect_app, write_tree
+from envbuild.render.env import render_template
+from envbuild.render.lockfile import lock_json, make_lock
+from envbuild.render.readme import render_readme
+from envbuild.render.requirements import render_requirements
+from envbuild.render.view import dockerfile_view
+
+__all__ = ["default_out", "make_lock", "render_bundle", "render_dockerfile", "render_files"]
+
+DOCKERIGNORE = """\
+# Build context = this bundle. Keep out what the image must not contain or does not need.
+**/__pycache__
+**/*.py[cod]
+**/.git
+**/.hg
+**/.svn
+**/.DS_Store
+*.log
+runs/
+README.md
+"""
+
+
+def default_out(plan: Plan) -> Path:
+    """``./<profile>-<target ids>``, the ``--out`` default."""
+    ids = "-".join(card.id for card in plan.targets)
+    return Path(f"{plan.profile.name}-{ids}" if ids else plan.profile.name)
+
+
+def render_dockerfile(plan: Plan, command: str = "envbuild render") -> str:
+    return render_template("dockerfiles/Dockerfile.j2", v=dockerfile_view(plan, command))
+
+
+def render_files(result: CheckResult, command: str) -> tuple[dict[str, bytes], frozenset[str]]:
+    """Every file of the bundle, in memory: (relative path -> bytes, executable paths)."""
+    plan = result.plan
+    files: dict[str, str] = {
+        "Dockerfile": render_dockerfile(plan, command),
+        ".dockerignore": DOCKERIGNORE,
+        "README.md": render_readme(result, command),
+        "requirements-rebuild.txt": render_requirements(plan, command),
+        "envbuild.lock.json": lock_json(make_lock(plan)),
+    }
+    out = {name: text.encode("utf-8") for name, text in files.items()}
+    for folder in KEEP_DIRS:
+        out[f"{folder}/.keep"] = b""
+    executable: set[str] = set()
+    root = app_source(plan.profile)
+    if root is not None:
+        for rel, data in collect_app(root, f"{plan.profile.path}: app.source").items():
+            out[f"app/{rel}"] = data
+            if os.access(root / rel, os.X_OK):
+                executable.add(f"app/{rel}")
+    return dict(sorted(out.items())), frozenset(executable)
+
+
+def render_bundle(result: CheckResult, out: Path, *, command: str, force: bool = False) -> Path:
+    """Write the bundle for ``result`` to ``out`` atomically and return its absolute path.
+
+    Raises :class:`IncompatibleError` (writing nothing) when the plan has error findings and
+    ``force`` is false; :class:`envbuild.errors.BundleError` when ``out`` is not ours to replace.
+    """
+    if not result.ok and not force:
+        errors = [f for f in result.findings if f.severity == "error"]
+        lines = [f"  - {f.code}: {f.message}" for f in errors]
+        raise IncompatibleError(
+            f"profile {result.plan.profile.name}: {len(errors)} error finding(s); nothing written "
+            "(use --force to render anyway):\n" + "\n".join(lines)
+        )
+    files, executable = render_files(result, command)
+    return write_tree(files, Path(out), executable)

@@ -1,0 +1,152 @@
+"""The lock: the declared environment, as ``validate`` will compare it with the machine received."""
+
+from __future__ import annotations
+
+import json
+import re
+from urllib.parse import urlsplit
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from envbuild import __version__
+from envbuild.errors import BundleError
+from envbuild.models import (
+    PYTHON_IN_IMAGE,
+    WORKDIR_IN_IMAGE,
+    Lock,
+    LockPackage,
+    LockTarget,
+    Plan,
+    RequirementLine,
+)
+
+# Same list as the profile loader's: a key that looks like a credential never gets a value stored.
+SECRET_KEY = re.compile(
+    r"TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL|AUTH", re.IGNORECASE
+)
+
+_OS_RELEASE = {
+    "ubuntu22.04": ("ubuntu", "22.04"),
+    "ubuntu24.04": ("ubuntu", "24.04"),
+    "debian12": ("debian", "12"),
+}
+
+
+def os_release(os_id: str) -> tuple[str, str]:
+    """``("ubuntu", "24.04")`` for ``ubuntu24.04``: the ``ID`` and ``VERSION_ID`` of /etc/os-release."""
+    return _OS_RELEASE[os_id]
+
+
+def checked_env(plan: Plan) -> dict[str, str]:
+    """The profile's ``[env]``, refusing a secret-looking key (the loader rejects them already)."""
+    for key in plan.profile.env:
+        if SECRET_KEY.search(key):
+            raise BundleError(
+                f"{plan.profile.path}: env.{key}: looks like a secret; provide secrets at run time, "
+                "never in the profile"
+            )
+    return dict(sorted(plan.profile.env.items()))
+
+
+def exact_version(line: RequirementLine) -> tuple[str | None, str | None]:
+    """``(version, local)`` when ``line`` pins one exact version (``==``/``===`` or a wheel URL)."""
+    try:
+        req = Requirement(line.text)
+    except InvalidRequirement:
+        return None, None
+    text: str | None = None
+    if req.url:
+        filename = urlsplit(req.url).path.rsplit("/", 1)[-1]
+        if filename.endswith(".whl"):
+            try:
+                text = str(parse_wheel_filename(filename)[1])
+            except InvalidWheelFilename:
+                return None, None
+    else:
+        specs = list(req.specifier)
+        if len(specs) == 1 and specs[0].operator in ("==", "===") and "*" not in specs[0].version:
+            text = specs[0].version
+    if text is None:
+        return None, None
+    try:
+        version = Version(text)
+    except InvalidVersion:
+        return text, None
+    return version.public, version.local
+
+
+def lock_packages(plan: Plan) -> tuple[LockPackage, ...]:
+    """Torch-family pins first, then the user's requirements in declared order, one per project."""
+    packages: dict[str, LockPackage] = {}
+    for pin in plan.pins:
+        name = canonicalize_name(pin.name)
+        packages[name] = LockPackage(
+            name=name, version=pin.version, local=pin.local, requirement=pin.spec, origin=pin.reason
+        )
+    for line in plan.requirements:
+        if line.kind != "requirement" or not line.name:
+            continue
+        name = canonicalize_name(line.name)
+        version, local = exact_version(line)
+        entry = LockPackage(
+            name=name, version=version, local=local, requirement=line.text, origin=line.origin
+        )
+        previous = packages.get(name)
+        if previous is None or (previous.version is None and version is not None):
+            packages[name] = entry
+    return tuple(packages.values())
+
+
+def make_lock(plan: Plan) -> Lock:
+    profile = plan.profile
+    release_id, release_version = os_release(plan.os)
+    return Lock(
+        envbuild_version=__version__,
+        profile_name=profile.name,
+        profile_kind=profile.kind,
+        profile_sha256=profile.sha256,
+        sources=dict(sorted(profile.sources.items())),
+        os=plan.os,
+        os_release_id=release_id,
+        os_release_version=release_version,
+        base_image=plan.base_image,
+        python_version=plan.python_version,
+        python_executable=PYTHON_IN_IMAGE,
+        backend=plan.backend,
+        accelerator_version=plan.accelerator_version,
+        torch_version=plan.torch_version,
+        torch_variant=plan.torch_variant,
+        torch_arch_list=plan.torch_arch_list,
+        required_archs=plan.required_archs,
+        min_driver=plan.min_driver,
+        targets=tuple(
+            LockTarget(
+                id=card.id,
+                name=card.name,
+                vendor=card.vendor,
+                arch=card.arch,
+                memory_gib=card.memory_gib,
+                cards_per_lot=card.cards_per_lot,
+            )
+            for card in plan.targets
+        ),
+        gpus=profile.resources.gpus,
+        gpu_memory_gib=profile.resources.gpu_memory_gib,
+        packages=lock_packages(plan),
+        apt=plan.apt,
+        env=checked_env(plan),
+        checks=profile.checks,
+        extensions=profile.validate_.extensions,
+        compile_extensions=profile.validate_.compile_extensions,
+        checkpoint_dir=profile.validate_.checkpoint_dir,
+        workdir=WORKDIR_IN_IMAGE,
+        blender_version=plan.blender_version,
+        blender_devices=profile.blender.devices,
+    )
+
+
+def lock_json(lock: Lock) -> str:
+    """The lock file text: sorted keys, indent 2, LF, trailing newline."""
+    return json.dumps(lock.model_dump(mode="json"), sort_keys=True, indent=2, ensure_ascii=False) + "\n"

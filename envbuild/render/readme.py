@@ -1,0 +1,81 @@
+"""The bundle's README: what to order, how to build, run and validate, findings and provenance."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from envbuild import __version__
+from envbuild.models import LOCK_PATH_IN_IMAGE, PYTHON_IN_IMAGE, CheckResult
+from envbuild.render.env import render_template
+from envbuild.render.quote import md, md_code
+from envbuild.render.view import PREPARATION, OrderRow, apt_packages, order_rows
+
+SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+
+
+@dataclass(frozen=True)
+class FindingRow:
+    severity: str
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class SourceRow:
+    setting: str
+    source: str
+
+
+def suggested_tag(result: CheckResult) -> str:
+    profile = result.plan.profile
+    return f"envbuild/{profile.name}:{profile.sha256[:12]}"
+
+
+def render_readme(result: CheckResult, command: str) -> str:
+    plan = result.plan
+    profile = plan.profile
+    where = f"{profile.path}"
+    rows: tuple[OrderRow, ...] = order_rows(plan)
+    gpu_rows = tuple(r for r in rows if r.vendor != "cpu")
+    findings = tuple(
+        FindingRow(f.severity, md_code(f.code, "finding"), md(f.message, "finding"))
+        for f in sorted(result.findings, key=lambda f: (SEVERITY_ORDER[f.severity], f.code))
+    )
+    sources = tuple(
+        SourceRow(md_code(k, "source"), md_code(v, "source")) for k, v in sorted(profile.sources.items())
+    )
+    vendors = {r.vendor for r in gpu_rows}
+    return render_template(
+        "README.md.j2",
+        version=__version__,
+        name=md(profile.name, "name"),
+        description=md(profile.description, f"{where}: description") if profile.description else "",
+        profile_path=md_code(profile.path, "path"),
+        sha256=profile.sha256,
+        command=md_code(command, "command"),
+        preparation=PREPARATION[profile.kind],
+        rows=rows,
+        gpu_rows=gpu_rows,
+        gpus=profile.resources.gpus,
+        gpu_memory=f"{profile.resources.gpu_memory_gib:g} GiB" if profile.resources.gpu_memory_gib else "",
+        min_driver=plan.min_driver or "",
+        backend=plan.backend,
+        accelerator_version=plan.accelerator_version or "",
+        torch=f"{plan.torch_version}+{plan.torch_variant}" if plan.torch_version else "",
+        os_name=md(plan.os_name, "os"),
+        python=plan.python_version,
+        base_image=md_code(plan.base_image, "base image"),
+        base_flavor=plan.base_flavor,
+        apt=md(" ".join(apt_packages(plan)), "apt"),
+        blender=plan.blender_version or "",
+        blender_devices=", ".join(profile.blender.devices),
+        tag=suggested_tag(result),
+        nvidia="nvidia" in vendors,
+        amd="amd" in vendors,
+        findings=findings,
+        ok=result.ok,
+        sources=sources,
+        lock_path=LOCK_PATH_IN_IMAGE,
+        python_in_image=PYTHON_IN_IMAGE,
+        checks=tuple(md_code(c.name, "checks") for c in profile.checks),
+    )

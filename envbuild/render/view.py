@@ -1,0 +1,212 @@
+"""The view models the templates render: every value pre-sorted and pre-quoted here, in Python.
+
+Templates receive only these frozen dataclasses and strings that are already safe for the place
+they land (shell word, Dockerfile string, Markdown); they hold loops and conditions only.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from envbuild import __version__
+from envbuild.errors import BundleError
+from envbuild.models import (
+    IMAGE_USER,
+    LOCK_FORMAT,
+    LOCK_PATH_IN_IMAGE,
+    TOOL_VENV_IN_IMAGE,
+    VENV_PATH_IN_IMAGE,
+    WORKDIR_IN_IMAGE,
+    Plan,
+)
+from envbuild.render.lockfile import checked_env
+from envbuild.render.quote import check_plain, docker_str, sh
+
+_PYTHON_VERSION = re.compile(r"^3\.\d{1,2}$")
+_IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._/:@+-]*$", re.I)
+_APT = re.compile(r"^[a-z0-9][a-z0-9+.-]+(=[A-Za-z0-9.+:~_-]+)?$")
+_FILENAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    key: str  # validated identifier
+    value: str  # Dockerfile-quoted
+
+
+@dataclass(frozen=True)
+class Blender:
+    version: str
+    url: str  # shell-quoted
+    sha256_url: str  # shell-quoted
+    tarball: str  # plain file name, validated
+    checksums: str  # plain file name, validated
+    pattern: str  # grep -E pattern matching the tarball's line in the checksum file
+
+
+@dataclass(frozen=True)
+class DockerfileView:
+    envbuild_version: str
+    command: str  # for a comment line
+    profile_name: str
+    profile_sha256: str
+    base_image: str  # Dockerfile-quoted default of ARG BASE_IMAGE
+    base_flavor: str
+    backend: str
+    python: str  # "python3.11", validated
+    deadsnakes: bool
+    apt: tuple[str, ...]  # shell-quoted, sorted, deduplicated by package name
+    apt_pinned: bool  # every apt package carries =version (then DL3008 needs no ignore)
+    env: tuple[EnvVar, ...]
+    labels: tuple[EnvVar, ...]
+    blender: Blender | None
+    extra_groups: str  # "video" for ROCm (device access), "" otherwise
+    venv: str = VENV_PATH_IN_IMAGE
+    tool_venv: str = TOOL_VENV_IN_IMAGE
+    lock_path: str = LOCK_PATH_IN_IMAGE
+    workdir: str = WORKDIR_IN_IMAGE
+    user: str = IMAGE_USER
+
+
+def _apt_name(entry: str) -> str:
+    return entry.split("=", 1)[0]
+
+
+def python_packages(plan: Plan) -> list[str]:
+    """The OS packages that provide ``python3.X`` (and its venv module, headers when compiling)."""
+    if plan.python_provision == "base-image":
+        return []
+    exe = f"python{plan.python_version}"
+    packages = [exe, f"{exe}-venv"]
+    if plan.compiles or plan.python_provision == "deadsnakes":
+        packages.append(f"{exe}-dev")
+    return packages
+
+
+def apt_packages(plan: Plan) -> list[str]:
+    """The plan's apt list plus what the image itself needs, deduplicated by name (plan pins win)."""
+    chosen: dict[str, str] = {}
+    for entry in plan.apt:
+        if not _APT.match(entry):
+            raise BundleError(f"{plan.profile.path}: system.apt: invalid Debian package {entry!r}")
+        chosen.setdefault(_apt_name(entry), entry)
+    for entry in ["ca-certificates", *python_packages(plan)]:
+        chosen.setdefault(entry, entry)
+    return [chosen[name] for name in sorted(chosen)]
+
+
+def _blender(plan: Plan) -> Blender | None:
+    if not plan.blender_version or not plan.blender_url or not plan.blender_sha256_url:
+        return None
+    where = f"{plan.profile.path}: blender"
+    tarball = urlsplit(check_plain(plan.blender_url, where)).path.rsplit("/", 1)[-1]
+    checksums = urlsplit(check_plain(plan.blender_sha256_url, where)).path.rsplit("/", 1)[-1]
+    for name in (tarball, checksums):
+        if not _FILENAME.match(name):
+            raise BundleError(f"{where}: unexpected download file name {name!r}")
+    for url in (plan.blender_url, plan.blender_sha256_url):
+        if urlsplit(url).scheme != "https":
+            raise BundleError(f"{where}: download URL must be https: {url!r}")
+    return Blender(
+        version=check_plain(plan.blender_version, where),
+        url=sh(plan.blender_url, where),
+        sha256_url=sh(plan.blender_sha256_url, where),
+        tarball=tarball,
+        checksums=checksums,
+        pattern=sh("[ *]" + tarball.replace(".", "\\.").replace("+", "\\+") + "$", where),
+    )
+
+
+def dockerfile_view(plan: Plan, command: str) -> DockerfileView:
+    profile = plan.profile
+    if not _PYTHON_VERSION.match(plan.python_version):
+        raise BundleError(f"{profile.path}: python.version: expected 3.N, got {plan.python_version!r}")
+    if not _IMAGE_REF.match(plan.base_image):
+        raise BundleError(f"{profile.path}: base.image: not an image reference: {plan.base_image!r}")
+    env: list[EnvVar] = []
+    for key, value in checked_env(plan).items():
+        if not _ENV_KEY.match(key):
+            raise BundleError(f"{profile.path}: env.{key}: not a valid variable name")
+        env.append(EnvVar(key, docker_str(value, f"{profile.path}: env.{key}")))
+    label_values = {
+        "org.envbuild.lock-format": LOCK_FORMAT,
+        "org.envbuild.profile": profile.name,
+        "org.envbuild.profile-sha256": profile.sha256,
+        "org.envbuild.version": __version__,
+        "org.opencontainers.image.base.name": plan.base_image,
+        "org.opencontainers.image.description": profile.description or f"envbuild profile {profile.name}",
+        "org.opencontainers.image.title": profile.name,
+    }
+    labels = tuple(
+        EnvVar(key, docker_str(value, f"{profile.path}: label {key}"))
+        for key, value in sorted(label_values.items())
+    )
+    apt = apt_packages(plan)
+    return DockerfileView(
+        envbuild_version=__version__,
+        command=check_plain(command, "command"),
+        profile_name=check_plain(profile.name, "name"),
+        profile_sha256=profile.sha256,
+        base_image=docker_str(plan.base_image, "base image"),
+        base_flavor=plan.base_flavor,
+        backend=plan.backend,
+        python=f"python{plan.python_version}" if plan.python_provision != "base-image" else "python3",
+        deadsnakes=plan.python_provision == "deadsnakes",
+        apt=tuple(sh(p, "system.apt") for p in apt),
+        apt_pinned=all("=" in p for p in apt),
+        env=tuple(env),
+        labels=labels,
+        blender=_blender(plan),
+        extra_groups="video" if plan.backend == "rocm" else "",
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# README
+# --------------------------------------------------------------------------------------------------
+
+PREPARATION = {"ubuntu": "Ubuntu", "pytorch": "PyTorch", "blender": "Blender", "custom": "Custom image"}
+
+
+@dataclass(frozen=True)
+class OrderRow:
+    card: str
+    vendor: str
+    arch: str
+    cards_per_lot: int
+    memory_per_card: str
+    memory_per_lot: str
+    lots: int
+    cards: int
+
+
+def lots_needed(gpus: int, cards_per_lot: int) -> int:
+    return max(1, math.ceil(gpus / max(1, cards_per_lot)))
+
+
+def _gib(value: float) -> str:
+    return f"{value:g} GiB"
+
+
+def order_rows(plan: Plan) -> tuple[OrderRow, ...]:
+    gpus = plan.profile.resources.gpus
+    rows = []
+    for card in plan.targets:
+        lots = lots_needed(gpus, card.cards_per_lot)
+        rows.append(
+            OrderRow(
+                card=card.name,
+                vendor=card.vendor,
+                arch=card.arch or "-",
+                cards_per_lot=card.cards_per_lot,
+                memory_per_card=_gib(card.memory_gib) if card.vendor != "cpu" else "-",
+                memory_per_lot=_gib(card.memory_gib * card.cards_per_lot) if card.vendor != "cpu" else "-",
+                lots=lots,
+                cards=lots * card.cards_per_lot,
+            )
+        )
+    return tuple(rows)
