@@ -1,3 +1,151 @@
-"""Commands: placeholder until implemented."""
+"""Commands ``envbuild fetch`` and ``envbuild build`` (see :mod:`envbuild.build`)."""
 
-from envbuild.cli import cli  # noqa: F401
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from envbuild.cli import cli, handle_errors
+
+
+def _say(message: str) -> None:
+    click.echo(f"envbuild: {message}", err=True)
+
+
+@cli.command("fetch")
+@click.argument("bundle", type=click.Path(path_type=Path, file_okay=False))
+@click.option(
+    "--wheelhouse",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Where to put the wheels (default BUNDLE/wheelhouse).",
+)
+@click.option(
+    "--tools/--no-tools", default=True, show_default=True, help="Also fill BUNDLE/tools (validator)."
+)
+@handle_errors
+def fetch_command(bundle: Path, wheelhouse: Path | None, tools: bool) -> None:
+    """Download every wheel BUNDLE needs, for the image's platform and Python, so it builds offline."""
+    from envbuild.build.fetch import fetch
+
+    result = fetch(bundle, wheelhouse, tools=tools, say=_say)
+    click.echo(
+        f"fetched {len(result.wheels)} wheel(s) into {result.wheelhouse}"
+        + (f" and {len(result.tools)} into {bundle / 'tools'}" if tools else "")
+        + f" in {result.seconds:.1f} s"
+    )
+
+
+def _cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "envbuild" / "bundles"
+
+
+def bundle_for(ref: str, targets: tuple[str, ...], force: bool) -> tuple[Path, bool]:
+    """A bundle directory for ``ref``: the folder itself, or a profile rendered into the cache.
+
+    Returns (bundle, rendered_here).
+    """
+    from envbuild import __version__
+    from envbuild.build.refs import slug
+    from envbuild.errors import UsageError
+
+    path = Path(ref)
+    if path.is_dir():
+        if targets:
+            raise UsageError("--target applies to a profile, not to an already rendered bundle")
+        return path, False
+    from envbuild.plan import check
+    from envbuild.profile import load_profile
+    from envbuild.render import render_bundle
+
+    profile = load_profile(ref)
+    result = check(profile, targets=list(targets) or None)
+    ids = "-".join(card.id for card in result.plan.targets) or "none"
+    key = f"{profile.name}-{slug(ids)}-{profile.sha256[:12]}-{__version__}"
+    bundle = _cache_root() / key
+    if not (bundle / "envbuild.lock.json").is_file():
+        command = " ".join(["envbuild", "render", profile.name, *(f"--target {t}" for t in targets)])
+        render_bundle(result, bundle, command=command, force=force)
+    return bundle, True
+
+
+@cli.command("build")
+@click.argument("bundle_or_profile")
+@click.option("--tag", "-t", required=True, help="Name of the image to build (name[:tag]).")
+@click.option("--base-image", default=None, help="Override the Dockerfile's BASE_IMAGE build argument.")
+@click.option(
+    "--wheelhouse",
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    default=None,
+    help="Install from this wheelhouse instead of BUNDLE/wheelhouse.",
+)
+@click.option(
+    "--ca-cert",
+    "ca_certs",
+    multiple=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Extra CA certificate (PEM) trusted while building; repeatable. Never written into the bundle.",
+)
+@click.option("--network", default=None, help="Network for RUN steps: bridge, default, host or none.")
+@click.option("--no-cache", is_flag=True, help="Rebuild every layer.")
+@click.option("--target", "targets", multiple=True, help="Target card id (profile refs only); repeatable.")
+@click.option(
+    "--fetch/--no-fetch",
+    "do_fetch",
+    default=None,
+    help="Fill the wheelhouse first (default: yes for a profile ref without --wheelhouse).",
+)
+@click.option("--force", is_flag=True, help="Render a profile even with error findings.")
+@click.option("--quiet", "-q", is_flag=True, help="No live progress, step titles only.")
+@handle_errors
+def build_command(
+    bundle_or_profile: str,
+    tag: str,
+    base_image: str | None,
+    wheelhouse: Path | None,
+    ca_certs: tuple[Path, ...],
+    network: str | None,
+    no_cache: bool,
+    targets: tuple[str, ...],
+    do_fetch: bool | None,
+    force: bool,
+    quiet: bool,
+) -> None:
+    """Build BUNDLE_OR_PROFILE (a rendered bundle, a built-in profile or a .toml) into an image."""
+    from envbuild.build.certs import load_ca_certs
+    from envbuild.build.fetch import fetch
+    from envbuild.build.image import build_image
+    from envbuild.build.refs import check_image_ref, check_network, check_tag
+
+    # Check every argument before rendering, fetching or talking to the engine.
+    check_tag(tag)
+    if base_image is not None:
+        check_image_ref(base_image, "--base-image")
+    if network is not None:
+        check_network(network)
+    load_ca_certs(ca_certs)
+    bundle, rendered = bundle_for(bundle_or_profile, targets, force)
+    if rendered:
+        _say(f"rendered {bundle_or_profile} into {bundle}")
+    if do_fetch is None:
+        do_fetch = rendered and wheelhouse is None
+    if do_fetch:
+        result = fetch(bundle, wheelhouse, say=_say)
+        _say(f"fetched {len(result.wheels)} wheel(s) + {len(result.tools)} tool wheel(s)")
+    built = build_image(
+        bundle,
+        tag,
+        base_image=base_image,
+        wheelhouse=wheelhouse,
+        ca_certs=ca_certs,
+        network=network,
+        no_cache=no_cache,
+        progress=not quiet,
+    )
+    cached = f", {built.cached_steps}/{len(built.steps)} steps from cache" if built.steps else ""
+    click.echo(
+        f"built {built.tag} ({built.image_id[:19]}) in {built.seconds:.1f} s{cached}; log: {built.log}"
+    )

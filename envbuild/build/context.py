@@ -1,0 +1,182 @@
+"""Assemble the build context (an uncompressed tar) from a bundle, deterministically.
+
+The same inputs give the same bytes: entries sorted, owner root, fixed mtime, modes normalised to
+0644/0755.  The bundle's ``.dockerignore`` is honoured (the daemon does not apply it to a custom
+context), build logs are left out, an external ``--wheelhouse`` replaces ``BUNDLE/wheelhouse/``, and
+extra CA certificates are added under ``certs/`` in the context only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import tarfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from envbuild.build.certs import CaCert
+from envbuild.errors import BundleError
+
+FIXED_MTIME = 315532800  # 1980-01-01, like reproducible wheels
+REQUIRED_FILES = ("Dockerfile", "envbuild.lock.json", "requirements-rebuild.txt")
+ALWAYS_EXCLUDED = ("build.log", "build-*.log", ".envbuild-*")
+
+
+@dataclass(frozen=True)
+class ContextInfo:
+    files: int
+    bytes: int  # size of the tar
+    sha256: str  # of the tar: equal inputs give an equal digest
+    wheels: int  # *.whl under wheelhouse/
+    tools: int  # *.whl under tools/
+    certs: tuple[str, ...]  # names under certs/ added from --ca-cert
+
+
+def check_bundle(bundle: Path) -> None:
+    if not bundle.is_dir():
+        raise BundleError(f"{bundle}: not a bundle directory (render one with `envbuild render`)")
+    missing = [name for name in REQUIRED_FILES if not (bundle / name).is_file()]
+    if missing:
+        raise BundleError(
+            f"{bundle}: incomplete bundle, missing {', '.join(missing)} (re-run `envbuild render`)"
+        )
+
+
+def _ignore_patterns(bundle: Path) -> list[str]:
+    path = bundle / ".dockerignore"
+    patterns = list(ALWAYS_EXCLUDED)
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            line = line.strip()
+            if line and not line.startswith("#"):
+                patterns.append(line)
+    return patterns
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    for path in sorted(root.iterdir(), key=lambda p: p.name):
+        yield path
+        if path.is_dir() and not path.is_symlink():
+            yield from _walk(path)
+
+
+def _info(name: str, *, kind: bytes, size: int = 0, mode: int = 0o644, link: str = "") -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.size = size
+    info.mode = mode
+    info.mtime = FIXED_MTIME
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    info.linkname = link
+    return info
+
+
+class _Writer:
+    def __init__(self, fileobj: IO[bytes]) -> None:
+        self.tar = tarfile.open(  # noqa: SIM115 - closed by write_context
+            fileobj=fileobj, mode="w|", format=tarfile.GNU_FORMAT
+        )
+        self.names: set[str] = set()
+        self.files = 0
+
+    def add_dir(self, name: str) -> None:
+        if name not in self.names:
+            self.names.add(name)
+            self.tar.addfile(_info(name, kind=tarfile.DIRTYPE, mode=0o755))
+
+    def add_bytes(self, name: str, data: bytes, mode: int = 0o644) -> None:
+        self.names.add(name)
+        self.files += 1
+        self.tar.addfile(_info(name, kind=tarfile.REGTYPE, size=len(data), mode=mode), io.BytesIO(data))
+
+    def add_file(self, name: str, path: Path) -> None:
+        mode = 0o755 if path.stat().st_mode & 0o111 else 0o644
+        self.names.add(name)
+        self.files += 1
+        with path.open("rb") as handle:
+            self.tar.addfile(_info(name, kind=tarfile.REGTYPE, size=path.stat().st_size, mode=mode), handle)
+
+    def add_symlink(self, name: str, target: str) -> None:
+        self.names.add(name)
+        self.tar.addfile(_info(name, kind=tarfile.SYMTYPE, mode=0o777, link=target))
+
+
+def write_context(
+    bundle: Path,
+    out: IO[bytes],
+    *,
+    wheelhouse: Path | None = None,
+    ca_certs: tuple[CaCert, ...] = (),
+) -> ContextInfo:
+    """Write the build context for ``bundle`` into ``out`` (a binary file object) and describe it."""
+    from docker.utils.build import PatternMatcher
+
+    check_bundle(bundle)
+    bundle = bundle.resolve()
+    external = wheelhouse.resolve() if wheelhouse is not None else None
+    if external is not None and external == (bundle / "wheelhouse").resolve():
+        external = None
+    if external is not None and not external.is_dir():
+        raise BundleError(f"--wheelhouse {wheelhouse}: not a directory (fill one with `envbuild fetch`)")
+    matcher = PatternMatcher(_ignore_patterns(bundle))
+    hasher = _HashingWriter(out)
+    writer = _Writer(hasher)  # type: ignore[arg-type]
+    wheels = tools = 0
+    for path in _walk(bundle):
+        rel = path.relative_to(bundle).as_posix()
+        if matcher.matches(rel):
+            continue
+        if external is not None and rel.startswith("wheelhouse/") and rel != "wheelhouse/.keep":
+            continue
+        if path.is_symlink():
+            target = path.resolve()
+            if not target.is_relative_to(bundle):
+                raise BundleError(f"{path}: symbolic link points outside the bundle ({target}); refusing it")
+            writer.add_symlink(rel, str(path.readlink()))
+        elif path.is_dir():
+            writer.add_dir(rel)
+        elif path.is_file():
+            writer.add_file(rel, path)
+            wheels += rel.startswith("wheelhouse/") and rel.endswith(".whl")
+            tools += rel.startswith("tools/") and rel.endswith(".whl")
+        else:
+            raise BundleError(f"{path}: not a regular file or directory; remove it from the bundle")
+    if external is not None:
+        writer.add_dir("wheelhouse")
+        for path in sorted(external.iterdir(), key=lambda p: p.name):
+            if path.is_file() and (path.suffix == ".whl" or path.name == "SHA256SUMS"):
+                writer.add_file(f"wheelhouse/{path.name}", path)
+                wheels += path.suffix == ".whl"
+    if ca_certs:
+        writer.add_dir("certs")
+        for cert in ca_certs:
+            writer.add_bytes(f"certs/{cert.name}", cert.pem)
+    writer.tar.close()
+    return ContextInfo(
+        files=writer.files,
+        bytes=hasher.size,
+        sha256=hasher.digest.hexdigest(),
+        wheels=wheels,
+        tools=tools,
+        certs=tuple(c.name for c in ca_certs),
+    )
+
+
+class _HashingWriter:
+    """A write-only file object that hashes and counts what passes through."""
+
+    def __init__(self, inner: IO[bytes]) -> None:
+        self.inner = inner
+        self.digest = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        self.digest.update(data)
+        self.size += len(data)
+        return self.inner.write(data)
+
+    def flush(self) -> None:
+        self.inner.flush()

@@ -1,0 +1,51 @@
+"""Reach the Docker engine through the docker SDK; say how to start one when none answers.
+
+``docker`` is imported lazily so that ``envbuild check``/``render`` never pay for it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from envbuild.errors import EngineUnavailable
+
+HOW_TO_START = (
+    "start a Docker engine, then retry:\n"
+    "  - on Debian/Ubuntu as root: scripts/docker-engine.sh (installs docker.io and starts dockerd)\n"
+    "  - or by hand: sudo dockerd &   (or: sudo systemctl start docker)\n"
+    "  - or point DOCKER_HOST at a reachable engine"
+)
+
+# Generous: a build step installing torch can stream nothing for minutes.
+API_TIMEOUT_S = 3600
+
+
+def _where() -> str:
+    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+
+def api_client(timeout: int = API_TIMEOUT_S) -> Any:
+    """Return a connected low-level ``docker.APIClient`` or raise :class:`EngineUnavailable`."""
+    return docker_client(timeout).api
+
+
+def docker_client(timeout: int = API_TIMEOUT_S) -> Any:
+    """Return a connected high-level ``docker.DockerClient`` or raise :class:`EngineUnavailable`."""
+    import docker
+    from docker.errors import DockerException
+
+    try:
+        client = docker.from_env(timeout=timeout)
+        client.ping()
+    except (DockerException, OSError) as exc:
+        raise EngineUnavailable(
+            f"cannot reach the Docker engine at {_where()} ({_short(exc)});\n{HOW_TO_START}"
+        ) from None
+    return client
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else type(exc).__name__
+    return first[:200]

@@ -1,0 +1,128 @@
+"""``envbuild build``: build a bundle into an image with the classic builder, through the docker SDK.
+
+The context is assembled deterministically (:mod:`envbuild.build.context`) into a temporary file and
+streamed to the engine; progress is shown live; the full log is saved beside the bundle as
+``build-<tag>.log``.  A failure names the failing step, shows the tail of its output and raises
+:class:`BuildError` (exit 1).  Nothing secret is ever passed as a build argument: the only one is
+``BASE_IMAGE``.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from envbuild.build.certs import load_ca_certs
+from envbuild.build.context import ContextInfo, write_context
+from envbuild.build.engine import api_client
+from envbuild.build.progress import BuildStream, Step, rich_progress
+from envbuild.build.refs import check_image_ref, check_network, check_tag, slug
+from envbuild.errors import BuildError
+
+SPOOL_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class StepTime:
+    number: int
+    instruction: str
+    seconds: float
+    cached: bool
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    tag: str
+    image_id: str
+    seconds: float
+    log: Path
+    context: ContextInfo
+    steps: tuple[StepTime, ...]
+
+    @property
+    def cached_steps(self) -> int:
+        return sum(s.cached for s in self.steps)
+
+
+def log_path_for(bundle: Path, tag: str) -> Path:
+    return bundle / f"build-{slug(tag)}.log"
+
+
+def build_image(
+    bundle: Path,
+    tag: str,
+    *,
+    base_image: str | None = None,
+    wheelhouse: Path | None = None,
+    ca_certs: tuple[Path, ...] = (),
+    network: str | None = None,
+    no_cache: bool = False,
+    progress: bool = True,
+    client: Any = None,
+) -> BuildResult:
+    """Build ``bundle`` as ``tag``; return what was built or raise :class:`BuildError`."""
+    check_tag(tag)
+    if base_image is not None:
+        check_image_ref(base_image, "--base-image")
+    if network is not None:
+        check_network(network)
+    certs = load_ca_certs(tuple(ca_certs))
+    api = client if client is not None else api_client()
+    log_path = log_path_for(bundle, tag)
+    started = time.monotonic()
+    with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as context_file:
+        info = write_context(bundle, context_file, wheelhouse=wheelhouse, ca_certs=certs)
+        context_file.seek(0)
+        tmp_log = log_path.with_name(log_path.name + ".part")
+        with tmp_log.open("w", encoding="utf-8") as log:
+            log.write(f"# envbuild build {bundle} --tag {tag}\n")
+            log.write(f"# context: {info.files} files, {info.bytes} bytes, sha256 {info.sha256}\n")
+            log.write(f"# wheels: {info.wheels}, tool wheels: {info.tools}, extra CA certs: {len(certs)}\n")
+            stream = BuildStream(log)
+            kwargs: dict[str, Any] = {
+                "fileobj": context_file,
+                "custom_context": True,
+                "tag": tag,
+                "decode": True,
+                "rm": True,
+                "forcerm": True,
+                "nocache": no_cache,
+                "buildargs": {"BASE_IMAGE": base_image} if base_image else None,
+                "network_mode": network,
+            }
+            try:
+                with rich_progress(stream, f"building {tag}", enabled=progress) as refresh:
+                    for chunk in api.build(**kwargs):
+                        if isinstance(chunk, dict):
+                            stream.feed(chunk)
+                            refresh()
+                    stream.close()
+                    refresh()
+            except Exception as exc:  # docker.errors.APIError, requests errors: the engine went away
+                stream.error = stream.error or f"the engine failed during the build: {exc}"
+                log.write(f"ERROR: {stream.error}\n")
+            finally:
+                log.flush()
+        tmp_log.replace(log_path)
+    seconds = time.monotonic() - started
+    if stream.error is not None or stream.image_id is None:
+        raise BuildError(_failure_message(stream, log_path))
+    steps = tuple(StepTime(s.number, s.instruction, round(s.seconds, 3), s.cached) for s in stream.steps)
+    return BuildResult(tag, stream.image_id, seconds, log_path, info, steps)
+
+
+def _failure_message(stream: BuildStream, log_path: Path) -> str:
+    step: Step | None = stream.failing_step()
+    error = stream.error or "the build stream ended without an image id"
+    if step is None:
+        return f"build failed before any step ran: {error}\nfull log: {log_path}"
+    tail = "\n".join(f"  | {line}" for line in stream.tail(step))
+    return (
+        f"build failed at step {step.number}/{step.total}: {step.instruction}\n"
+        f"{error}\n"
+        f"last lines of that step:\n{tail or '  | (no output)'}\n"
+        f"full log: {log_path}"
+    )

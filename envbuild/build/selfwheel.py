@@ -1,0 +1,93 @@
+"""Build envbuild's own wheel from the installed package, offline and without a build backend.
+
+The validator inside an image lives in its own venv (``/opt/envbuild``) installed from the bundle's
+``tools/`` folder.  This writes a plain ``py3-none-any`` wheel from the files of the running
+installation (a wheel install or an editable checkout alike), with the installed distribution's
+metadata, deterministically (sorted entries, fixed timestamps), so no index and no hatchling are
+needed.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import importlib.metadata
+import io
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import envbuild
+from envbuild import __version__, resources
+
+_DATE = (1980, 1, 1, 0, 0, 0)
+_SKIP_DIRS = {"__pycache__", ".mypy_cache", ".pytest_cache"}
+_SKIP_SUFFIXES = (".pyc", ".pyo", ".so")  # envbuild is pure Python; nothing compiled belongs here
+
+
+def _package_files() -> Iterator[tuple[str, Path]]:
+    package = Path(envbuild.__file__).resolve().parent
+    seen: set[str] = set()
+    for path in sorted(package.rglob("*")):
+        rel = path.relative_to(package)
+        if any(part in _SKIP_DIRS for part in rel.parts) or not path.is_file() or path.is_symlink():
+            continue
+        if path.suffix in _SKIP_SUFFIXES:
+            continue
+        name = f"envbuild/{rel.as_posix()}"
+        seen.add(name)
+        yield name, path
+    # In a checkout, templates/ and profiles/ sit beside the package; a wheel carries them in _data/.
+    for data, root in (("templates", resources.templates_dir()), ("profiles", resources.profiles_dir())):
+        for path in sorted(root.rglob("*")):
+            rel = path.relative_to(root)
+            if any(part in _SKIP_DIRS for part in rel.parts) or not path.is_file() or path.is_symlink():
+                continue
+            name = f"envbuild/_data/{data}/{rel.as_posix()}"
+            if name not in seen:
+                yield name, path
+
+
+def _metadata() -> str:
+    try:
+        text = importlib.metadata.distribution("envbuild").read_text("METADATA")
+    except importlib.metadata.PackageNotFoundError:
+        text = None
+    if text:
+        return text if text.endswith("\n") else text + "\n"
+    requires = ["click>=8.1", "docker>=7.0", "jinja2>=3.1", "packaging>=23.0", "pydantic>=2.6", "rich>=13.0"]
+    lines = ["Metadata-Version: 2.1", "Name: envbuild", f"Version: {__version__}", "Requires-Python: >=3.10"]
+    lines += [f"Requires-Dist: {r}" for r in requires]
+    return "\n".join(lines) + "\n"
+
+
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def build_self_wheel(dest: Path) -> Path:
+    """Write ``envbuild-<version>-py3-none-any.whl`` into ``dest`` and return its path."""
+    dest.mkdir(parents=True, exist_ok=True)
+    dist_info = f"envbuild-{__version__}.dist-info"
+    entries: list[tuple[str, bytes]] = [(name, path.read_bytes()) for name, path in _package_files()]
+    entries.append((f"{dist_info}/METADATA", _metadata().encode("utf-8")))
+    wheel_meta = "Wheel-Version: 1.0\nGenerator: envbuild\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    entries.append((f"{dist_info}/WHEEL", wheel_meta.encode()))
+    entries.append((f"{dist_info}/entry_points.txt", b"[console_scripts]\nenvbuild = envbuild.cli:main\n"))
+    record = io.StringIO()
+    rows = csv.writer(record, lineterminator="\n")
+    for name, data in entries:
+        rows.writerow([name, _record_hash(data), str(len(data))])
+    rows.writerow([f"{dist_info}/RECORD", "", ""])
+    entries.append((f"{dist_info}/RECORD", record.getvalue().encode()))
+    target = dest / f"envbuild-{__version__}-py3-none-any.whl"
+    tmp = target.with_name(target.name + ".part")
+    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, data in entries:
+            info = zipfile.ZipInfo(name, date_time=_DATE)
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, data)
+    tmp.replace(target)
+    return target
