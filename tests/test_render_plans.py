@@ -22,13 +22,19 @@ from envbuild.models import (
 
 SHA = "0" * 63 + "1"
 
-H100 = Card(
-    id="h100", name="NVIDIA H100 SXM", vendor="nvidia", arch="sm_90", memory_gib=80, source="test"
-)
+H100 = Card(id="h100", name="NVIDIA H100 SXM", vendor="nvidia", arch="sm_90", memory_gib=80, source="test")
 B200 = Card(
-    id="b200", name="NVIDIA B200", vendor="nvidia", arch="sm_100", memory_gib=180, cards_per_lot=2, source="test"
+    id="b200",
+    name="NVIDIA B200",
+    vendor="nvidia",
+    arch="sm_100",
+    memory_gib=180,
+    cards_per_lot=2,
+    source="test",
 )
-MI300X = Card(id="mi300x", name="AMD Instinct MI300X", vendor="amd", arch="gfx942", memory_gib=192, source="test")
+MI300X = Card(
+    id="mi300x", name="AMD Instinct MI300X", vendor="amd", arch="gfx942", memory_gib=192, source="test"
+)
 CPU = Card(id="cpu", name="CPU only", vendor="cpu", arch="", memory_gib=0, source="test")
 
 
@@ -72,7 +78,9 @@ def cuda_plan(**overrides: Any) -> Plan:
         "torch_variant": "cu128",
         "torch_version": "2.7.1",
         "index_urls": (
-            IndexUrl(url="https://download.pytorch.org/whl/cu128", reason="torch 2.7.1 cu128 wheels", primary=True),
+            IndexUrl(
+                url="https://download.pytorch.org/whl/cu128", reason="torch 2.7.1 cu128 wheels", primary=True
+            ),
             IndexUrl(url="https://pypi.org/simple", reason="everything else"),
         ),
         "pins": (

@@ -117,4 +117,4 @@ def generate(plan: Plan, command: str) -> Iterator[str]:
 
 
 def render_requirements(plan: Plan, command: str) -> str:
-    return "\n".join(generate(plan, command)) + "\n"
+    return "\n".join(generate(plan, command)).rstrip("\n") + "\n"

@@ -1,0 +1,113 @@
+"""requirements-rebuild.txt: order, provenance, and that pip's own parser reads every line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from test_render_plans import cuda_plan, opt, req
+
+from envbuild import __version__
+from envbuild.errors import BundleError
+from envbuild.render.requirements import render_requirements
+
+COMMAND = "envbuild render train --target h100 --out bundle"
+
+
+def pip_parse(path: Path) -> list[tuple[str, dict[str, object]]]:
+    """Parse with pip's own requirements-file parser (the one `pip install -r` uses)."""
+    from pip._internal.network.session import PipSession
+    from pip._internal.req.req_file import parse_requirements
+
+    out = []
+    for parsed in parse_requirements(str(path), session=PipSession()):
+        out.append((parsed.requirement, dict(parsed.options or {})))
+    return out
+
+
+def test_header_names_version_command_profile_and_indexes() -> None:
+    text = render_requirements(cuda_plan(), COMMAND)
+    head = text.split("\n\n", 1)[0]
+    assert f"envbuild {__version__}" in head
+    assert f"#   {COMMAND}" in head
+    assert "# profile sha256: " + "0" * 63 + "1" in head
+    assert "# index https://download.pytorch.org/whl/cu128: torch 2.7.1 cu128 wheels" in head
+    assert "# extra index https://pypi.org/simple: everything else" in head
+    assert all(line.startswith("#") for line in head.splitlines())
+
+
+def test_order_options_then_pins_then_declared_requirements() -> None:
+    lines = [
+        ln for ln in render_requirements(cuda_plan(), COMMAND).splitlines() if ln and not ln.startswith("#")
+    ]
+    assert lines == [
+        "--index-url https://download.pytorch.org/whl/cu128",
+        "--extra-index-url https://pypi.org/simple",
+        "--extra-index-url https://example.org/simple",
+        "torch==2.7.1+cu128  # torch release 2.7.1, variant cu128",
+        "torchvision==0.22.1+cu128  # companion of torch 2.7.1",
+        "triton==3.3.1  # required by torch 2.7.1 CUDA wheels",
+        "numpy==2.1.3",
+        "transformers>=4.40",
+        "requests==2.32.3 --hash=sha256:" + "a" * 64,
+        'tomli>=2.0; python_version < "3.11"',
+    ]
+
+
+def test_each_requirement_is_preceded_by_its_origin() -> None:
+    lines = render_requirements(cuda_plan(), COMMAND).splitlines()
+    assert lines[lines.index("numpy==2.1.3") - 1] == "# profile:python.packages[0]"
+    assert lines[lines.index('tomli>=2.0; python_version < "3.11"') - 1] == "# requirements.txt:3"
+
+
+def test_pip_parses_every_line(tmp_path: Path) -> None:
+    plan = cuda_plan(
+        requirements=(
+            *cuda_plan().requirements,
+            req(
+                "pkg @ https://example.org/pkg-1.0-py3-none-any.whl#sha256=" + "b" * 64, "r.txt:9", name="pkg"
+            ),
+            req("extra[cli]~=1.2; sys_platform == 'linux'", "r.txt:10", name="extra"),
+            opt("--prefer-binary", "r.txt:11"),
+            opt("--index-url https://mirror.example/simple", "r.txt:12"),
+            opt("-c constraints.txt", "r.txt:13"),
+        )
+    )
+    path = tmp_path / "requirements-rebuild.txt"
+    path.write_text(render_requirements(plan, COMMAND), encoding="utf-8")
+    parsed = pip_parse(path)
+    reqs = [r for r, _ in parsed]
+    assert reqs[:3] == ["torch==2.7.1+cu128", "torchvision==0.22.1+cu128", "triton==3.3.1"]
+    assert "pkg @ https://example.org/pkg-1.0-py3-none-any.whl#sha256=" + "b" * 64 in reqs
+    hashed = dict(parsed)["requests==2.32.3"]
+    assert hashed["hashes"] == {"sha256": ["a" * 64]}
+    for requirement in reqs:
+        Requirement(requirement)  # every one is PEP 508
+    text = path.read_text()
+    # the user's --index-url must not displace the torch index that carries the exact variant
+    assert "\n--index-url https://download.pytorch.org/whl/cu128\n" in text
+    assert "\n--extra-index-url https://mirror.example/simple\n" in text
+    assert [ln for ln in text.splitlines() if ln.startswith("--index-url")] == [
+        "--index-url https://download.pytorch.org/whl/cu128"
+    ]
+    # an option that cannot work in the image is kept visibly, as a comment
+    assert "# r.txt:13: -c constraints.txt (not carried into the image)" in text
+    assert "\n--prefer-binary\n" in text
+
+
+def test_no_torch_no_pins_section() -> None:
+    plan = cuda_plan(pins=(), torch_version=None, torch_variant=None, index_urls=(), requirements=())
+    text = render_requirements(plan, COMMAND)
+    assert "torch family" not in text and "--index-url" not in text
+    assert text.endswith("\n") and not text.endswith("\n\n")
+
+
+def test_control_characters_are_refused() -> None:
+    plan = cuda_plan(requirements=(req("numpy==1.0\n--index-url http://evil", "x:1", name="numpy"),))
+    with pytest.raises(BundleError, match="control character"):
+        render_requirements(plan, COMMAND)
+
+
+def test_output_is_deterministic() -> None:
+    assert render_requirements(cuda_plan(), COMMAND) == render_requirements(cuda_plan(), COMMAND)
