@@ -1,0 +1,246 @@
+"""Validators for every string a profile may carry.
+
+Each ``check_*`` function returns ``None`` when the value is acceptable, else a message that says what
+is wrong and, for closed sets, the valid choices.  Regexes use :func:`re.fullmatch` (``$`` would accept
+a trailing newline).  Nothing here touches the filesystem; :mod:`envbuild.profile.paths` does that.
+
+Decisions recorded here (see also the package docstring):
+
+* ``[env]`` keys are shell-style identifiers.  ``PATH``, ``VIRTUAL_ENV`` and ``PYTHONHOME`` are
+  reserved (envbuild sets them; overriding them would load a different interpreter than the one
+  declared), ``LD_PRELOAD``/``LD_AUDIT`` are rejected (they inject code into every process), the
+  ``*_VISIBLE_DEVICES`` selectors are rejected (devices are chosen at ``docker run`` time), and the
+  ``ENVBUILD_`` prefix is reserved.  ``PYTHONPATH`` and ``LD_LIBRARY_PATH`` are allowed.
+* Keys that look like secrets are rejected, and so are values that look like well-known token formats
+  or URLs carrying a password: provide secrets at run time, never in the profile.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable
+
+from packaging.version import InvalidVersion, Version
+
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]*")
+NAME_MAX = 64
+TARGET_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,31}")
+APT_NAME_RE = re.compile(r"[a-z0-9][a-z0-9+.-]+")
+APT_VERSION_RE = re.compile(r"(?:[0-9]+:)?[0-9][A-Za-z0-9.+~-]*")
+ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+PY_VERSION_RE = re.compile(r"3\.[0-9]{1,2}")
+ACCEL_VERSION_RE = re.compile(r"[0-9]{1,2}\.[0-9]{1,2}(?:\.[0-9]{1,3})?")
+BLENDER_VERSION_RE = re.compile(r"[0-9]{1,2}\.[0-9]{1,2}(?:\.[0-9]{1,3})?")
+MODULE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+JSON_KEY_RE = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*")
+
+# Docker reference grammar (distribution/reference, regexp.go).
+_ALNUM = r"[a-z0-9]+"
+_SEP = r"(?:[._]|__|[-]+)"
+_PATH_COMPONENT = rf"{_ALNUM}(?:{_SEP}{_ALNUM})*"
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN_NAME = rf"{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*"
+_IPV6 = r"\[(?:[a-fA-F0-9:]+)\]"
+_DOMAIN = rf"(?:{_DOMAIN_NAME}|{_IPV6})(?::[0-9]+)?"
+_TAG = r"[\w][\w.-]{0,127}"
+_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+IMAGE_RE = re.compile(
+    rf"(?P<name>(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)(?::{_TAG})?(?:@{_DIGEST})?",
+    re.ASCII,
+)
+
+RESERVED_ENV = {
+    "PATH": "envbuild sets PATH so that the declared venv comes first",
+    "VIRTUAL_ENV": "envbuild sets it for the declared venv",
+    "PYTHONHOME": "it would load a different Python than the declared one",
+    "LD_PRELOAD": "it injects code into every process",
+    "LD_AUDIT": "it injects code into every process",
+    "CUDA_VISIBLE_DEVICES": "choose devices at run time (docker run --gpus / -e)",
+    "NVIDIA_VISIBLE_DEVICES": "choose devices at run time (docker run --gpus / -e)",
+    "HIP_VISIBLE_DEVICES": "choose devices at run time (docker run --device / -e)",
+    "ROCR_VISIBLE_DEVICES": "choose devices at run time (docker run --device / -e)",
+}
+SECRET_HINT = "provide secrets at run time, never in the profile"
+_SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "APIKEY", "PRIVATEKEY", "ACCESSKEY")
+_SECRET_PAIRS = ("API_KEY", "ACCESS_KEY", "PRIVATE_KEY", "SECRET_KEY", "AUTH_KEY", "SESSION_KEY")
+# Well-known credential formats (Hugging Face, GitHub, OpenAI-style, AWS access key ids, Slack, JWT).
+_SECRET_VALUE_RE = re.compile(
+    r"(?:\bhf_[A-Za-z0-9]{30,}|\bgh[pousr]_[A-Za-z0-9]{30,}|\bgithub_pat_[A-Za-z0-9_]{30,}"
+    r"|\bsk-[A-Za-z0-9_-]{20,}|\bAKIA[0-9A-Z]{16}\b|\bxox[abprs]-[A-Za-z0-9-]{10,}"
+    r"|\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.)"
+)
+_URL_PASSWORD_RE = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]*:[^/\s@]*@")
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def did_you_mean(value: str, valid: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` when a valid value is close, else an empty string."""
+    close = difflib.get_close_matches(value, list(valid), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def has_control(value: str) -> bool:
+    """True when ``value`` holds a newline, NUL or another control character (tab allowed)."""
+    return _CONTROL_RE.search(value) is not None
+
+
+def check_text(value: str, *, max_len: int = 1024) -> str | None:
+    if has_control(value):
+        return "must not contain newlines, NUL or other control characters"
+    if len(value) > max_len:
+        return f"is too long ({len(value)} characters, at most {max_len})"
+    return None
+
+
+def check_name(value: str, *, what: str = "a name") -> str | None:
+    if len(value) > NAME_MAX:
+        return f"{what} is at most {NAME_MAX} characters, got {len(value)}"
+    if not NAME_RE.fullmatch(value):
+        return f"{value!r} is not a valid {what}: use [a-z0-9][a-z0-9._-]* (lowercase letters, digits, . _ -)"
+    return None
+
+
+def check_target(value: str) -> str | None:
+    if not TARGET_RE.fullmatch(value):
+        return f"{value!r} is not a card id: use a lowercase slug like 'h100' (see `envbuild targets`)"
+    return None
+
+
+def check_apt(value: str) -> str | None:
+    name, sep, version = value.partition("=")
+    if not APT_NAME_RE.fullmatch(name) or len(name) > 128:
+        return (
+            f"{value!r} is not a Debian package name: [a-z0-9][a-z0-9+.-]+ (Debian policy 5.6.1), "
+            "optionally =VERSION"
+        )
+    if sep and not (APT_VERSION_RE.fullmatch(version) and len(version) <= 128):
+        return f"{value!r} has an invalid version: use [epoch:]digits then letters, digits or . + ~ - only"
+    return None
+
+
+def secret_key_reason(key: str) -> str | None:
+    """Why an env key looks like it holds a secret, or ``None``."""
+    upper = key.upper()
+    for pair in _SECRET_PAIRS:
+        if pair in upper:
+            return f"contains {pair}"
+    for word in upper.split("_"):
+        if not word:
+            continue
+        for secret in _SECRET_WORDS:
+            # "HF_TOKEN", "GITTOKEN", "SECRETS" are secrets; "TOKENIZERS_PARALLELISM" is not.
+            if word == secret or word.endswith(secret) or word == secret + "S":
+                return f"contains {secret}"
+            if secret in ("SECRET", "PASSWORD", "PASSWD", "CREDENTIAL") and word.startswith(secret):
+                return f"contains {secret}"
+        if (
+            word == "AUTH"
+            or (word.startswith("AUTH") and not word.startswith("AUTHOR"))
+            or word.endswith("AUTH")
+        ):
+            return "contains AUTH"
+        if word == "PASS" or (word == "PWD" and upper != "PWD"):
+            return f"contains {word}"
+    return None
+
+
+def check_env_key(key: str) -> str | None:
+    if not ENV_KEY_RE.fullmatch(key) or len(key) > 128:
+        return f"{key!r} is not a valid variable name: use [A-Za-z_][A-Za-z0-9_]*"
+    reason = secret_key_reason(key)
+    if reason:
+        return f"{key!r} looks like a secret ({reason}): {SECRET_HINT}"
+    if key.upper() in RESERVED_ENV:
+        return f"{key!r} is reserved: {RESERVED_ENV[key.upper()]}"
+    if key.upper().startswith("ENVBUILD_"):
+        return f"{key!r} is reserved: the ENVBUILD_ prefix belongs to envbuild"
+    return None
+
+
+def secret_value_reason(value: str) -> str | None:
+    if _URL_PASSWORD_RE.search(value):
+        return "contains a URL with a password"
+    if _SECRET_VALUE_RE.search(value):
+        return "looks like an access token"
+    return None
+
+
+def check_env_value(value: str) -> str | None:
+    problem = check_text(value, max_len=4096)
+    if problem:
+        return problem
+    reason = secret_value_reason(value)
+    if reason:
+        return f"value {reason}: {SECRET_HINT}"
+    return None
+
+
+def check_image(value: str) -> str | None:
+    if has_control(value) or not value.isascii():
+        return "is not an image reference: control or non-ASCII characters"
+    match = IMAGE_RE.fullmatch(value)
+    if not match:
+        return (
+            f"{value!r} is not a Docker image reference: "
+            "use [registry[:port]/]namespace/name[:tag][@sha256:digest]"
+        )
+    if len(match.group("name")) > 255:
+        return "image name is longer than 255 characters"
+    return None
+
+
+def check_python_version(value: str) -> str | None:
+    if not PY_VERSION_RE.fullmatch(value):
+        return f"{value!r} is not a Python version: use MAJOR.MINOR like '3.11'"
+    return None
+
+
+def check_pep440(value: str, *, what: str) -> str | None:
+    if has_control(value) or value != value.strip():
+        return f"{value!r} is not a valid {what}"
+    try:
+        parsed = Version(value)
+    except InvalidVersion:
+        return f"{value!r} is not a valid {what} (PEP 440), e.g. '2.7.1'"
+    if parsed.local is not None:
+        return (
+            f"{value!r}: drop the local tag '+{parsed.local}'; "
+            "envbuild adds the variant (cu128, rocm6.3, cpu)"
+        )
+    return None
+
+
+def check_accel_version(value: str) -> str | None:
+    if not ACCEL_VERSION_RE.fullmatch(value):
+        return f"{value!r} is not a CUDA/ROCm version: use MAJOR.MINOR like '12.8' or '6.3'"
+    return None
+
+
+def check_blender_version(value: str) -> str | None:
+    if not BLENDER_VERSION_RE.fullmatch(value):
+        return f"{value!r} is not a Blender version: use MAJOR.MINOR[.PATCH] like '4.5.3'"
+    return None
+
+
+def check_module(value: str) -> str | None:
+    if not MODULE_RE.fullmatch(value) or len(value) > 128:
+        return f"{value!r} is not an importable module name (e.g. 'flash_attn')"
+    return None
+
+
+def check_rel_path(value: str) -> str | None:
+    """Syntax of a path that must stay inside its folder: relative, no ``..``, no ``~``."""
+    if value == "":
+        return "path is empty"
+    if has_control(value) or "\\" in value:
+        return "path must not contain control characters or backslashes"
+    if value.startswith("/"):
+        return f"{value!r} is absolute: use a path relative to the profile's folder"
+    if value.startswith("~"):
+        return f"{value!r} points into a home directory: use a path relative to the profile's folder"
+    if ".." in value.split("/"):
+        return f"{value!r} leaves the profile's folder ('..'): keep files inside it"
+    if len(value) > 512:
+        return "path is too long"
+    return None

@@ -1,0 +1,214 @@
+"""Find, read, check and merge a profile into a frozen :class:`~envbuild.models.Profile`."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from envbuild.errors import Issue, ProfileError, UsageError, choices
+from envbuild.models import Profile, RequirementLine
+from envbuild.profile import requirements
+from envbuild.profile.fields import did_you_mean
+from envbuild.profile.merge import Merged, merge
+from envbuild.profile.paths import Place, PlaceError, builtin_place, root_place
+from envbuild.profile.schema import check_document
+from envbuild.resources import profiles_dir
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+MAX_DEPTH = 16
+
+
+def builtin_names() -> list[str]:
+    """Sorted names of the built-in profiles (``profiles/*.toml``)."""
+    return sorted(p.stem for p in profiles_dir().glob("*.toml") if p.is_file())
+
+
+def _is_builtin_ref(ref: str) -> bool:
+    return "/" not in ref and "\\" not in ref and not ref.endswith(".toml")
+
+
+@dataclass
+class _Layer:
+    place: Place
+    ident: str  # "builtin:pytorch" or the root-relative label
+    doc: dict[str, Any]
+
+
+@dataclass
+class _Load:
+    issues: list[Issue] = field(default_factory=list)
+    files: dict[str, bytes] = field(default_factory=dict)  # label -> bytes, in first-read order
+
+    def record(self, place: Place, data: bytes) -> None:
+        self.files.setdefault(place.label, data)
+
+    def sha256(self) -> str:
+        digest = hashlib.sha256()
+        for label, data in self.files.items():
+            digest.update(f"{label}\0{len(data)}\0".encode())
+            digest.update(data)
+        return digest.hexdigest()
+
+    def read_layer(self, place: Place, ident: str) -> _Layer | None:
+        try:
+            data = place.read()
+        except PlaceError as exc:
+            self.issues.append(Issue(place.display, "", str(exc)))
+            return None
+        self.record(place, data)
+        try:
+            raw = tomllib.loads(data.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            self.issues.append(Issue(place.display, "", f"not UTF-8 text: {exc.reason} at byte {exc.start}"))
+            return None
+        except tomllib.TOMLDecodeError as exc:
+            self.issues.append(Issue(place.display, "", f"not valid TOML: {exc}"))
+            return None
+        doc, issues = check_document(place.display, raw)
+        self.issues.extend(issues)
+        return _Layer(place, ident, doc)
+
+    def parent_place(self, layer: _Layer, ref: str) -> tuple[Place, str] | None:
+        if _is_builtin_ref(ref):
+            names = builtin_names()
+            if ref not in names:
+                message = (
+                    f"no built-in profile {ref!r}{did_you_mean(ref, names)}; built-ins: {choices(names)}"
+                )
+                self.issues.append(Issue(layer.place.display, "extends", message))
+                return None
+            return builtin_place(profiles_dir(), ref), f"builtin:{ref}"
+        try:
+            place = layer.place.child(ref)
+        except PlaceError as exc:
+            self.issues.append(Issue(layer.place.display, "extends", str(exc)))
+            return None
+        return place, place.label
+
+    def chain(self, root: Place, ident: str) -> list[_Layer]:
+        """The profile and its parents, nearest first."""
+        first = self.read_layer(root, ident)
+        if first is None:
+            return []
+        layers = [first]
+        seen = [first.place.path.resolve()]
+        while (ref := layers[-1].doc.get("extends")) is not None:
+            found = self.parent_place(layers[-1], ref)
+            if found is None:
+                break
+            place, parent_ident = found
+            resolved = place.path.resolve()
+            if resolved in seen:
+                names = " -> ".join([*(layer.ident for layer in layers), parent_ident])
+                self.issues.append(Issue(layers[-1].place.display, "extends", f"extends cycle: {names}"))
+                break
+            if len(layers) >= MAX_DEPTH:
+                message = f"extends chain is deeper than {MAX_DEPTH} files"
+                self.issues.append(Issue(layers[-1].place.display, "extends", message))
+                break
+            layer = self.read_layer(place, parent_ident)
+            if layer is None:
+                break
+            seen.append(resolved)
+            layers.append(layer)
+        return layers
+
+
+def _locate(ref: str) -> tuple[Place, str, bool]:
+    if _is_builtin_ref(ref) and ref in builtin_names():
+        return builtin_place(profiles_dir(), ref), f"builtin:{ref}", True
+    path = Path(ref).expanduser() if not ref.startswith("~") else Path(ref)
+    if not path.is_file():
+        names = builtin_names()
+        hint = did_you_mean(ref, names) if _is_builtin_ref(ref) else ""
+        raise UsageError(
+            f"{ref}: no such profile file or built-in profile{hint}; built-ins: {choices(names)}"
+        )
+    place = root_place(path, ref)
+    return place, place.label, False
+
+
+def load_profile(ref: str) -> Profile:
+    """Load a built-in name or a ``.toml`` path; raise :class:`ProfileError` with every problem."""
+    place, ident, builtin = _locate(ref)
+    load = _Load()
+    layers = load.chain(place, ident)
+    if not layers:
+        raise ProfileError(load.issues)
+    ordered = list(reversed(layers))
+    origins = [f"extends:{layer.ident}" for layer in ordered[:-1]] + [f"profile:{ident}"]
+    merged = merge([(origin, layer.doc) for origin, layer in zip(origins, ordered, strict=True)])
+    root = ordered[-1]
+    for key in ("name", "kind"):
+        if key not in merged.data and not any(i.key == key for i in load.issues):
+            load.issues.append(Issue(root.place.display, key, "is required (in the profile or a parent)"))
+    lines = _requirement_lines(merged, ordered, load)
+    app = _app_source(merged, ordered, load)
+    if load.issues:
+        raise ProfileError(load.issues)
+    data = dict(merged.data)
+    data.setdefault("python", {})["lines"] = lines
+    if app is not None:
+        data["app"] = {"source": app}
+    data["extends"] = root.doc.get("extends")
+    data["path"] = ident if builtin else str(place.path)
+    data["folder"] = None if builtin else str(place.path.parent)
+    data["sha256"] = load.sha256()
+    data["sources"] = dict(sorted(merged.sources.items()))
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as exc:  # a gap between the schema and the model: report, don't crash
+        issues = [Issue(root.place.display, ".".join(map(str, e["loc"])), e["msg"]) for e in exc.errors()]
+        raise ProfileError(issues) from None
+
+
+def _requirement_lines(merged: Merged, layers: list[_Layer], load: _Load) -> tuple[RequirementLine, ...]:
+    python = merged.data.get("python", {})
+    packages = tuple(python.get("packages", ()))
+    lines = list(requirements.parse_packages(packages, file=layers[-1].place.display, issues=load.issues))
+    owners = merged.item_owner.get("python.requirements", [])
+    for i, (rel, owner) in enumerate(zip(python.get("requirements", ()), owners, strict=True)):
+        layer = layers[owner]
+        key = f"python.requirements[{i}]"
+        try:
+            target = layer.place.child(rel)
+        except PlaceError as exc:
+            load.issues.append(Issue(layer.place.display, key, str(exc)))
+            continue
+        lines += requirements.parse_file(target, key=key, issues=load.issues, on_file=load.record)
+    return tuple(lines)
+
+
+def _app_source(merged: Merged, layers: list[_Layer], load: _Load) -> str | None:
+    """Check ``app.source``; an inherited one is rebased onto the profile's folder when it lies inside."""
+    source = merged.data.get("app", {}).get("source")
+    if source is None:
+        return None
+    layer = layers[merged.owner["app.source"]]
+    root = layers[-1]
+    try:
+        layer.place.child(source, must_be_dir=True)
+    except PlaceError as exc:
+        load.issues.append(Issue(layer.place.display, "app.source", str(exc)))
+        return None
+    if layer is root:
+        return str(source)
+    absolute = (layer.place.path.parent / source).resolve()
+    folder = root.place.path.parent.resolve()
+    if layer.place.boundary == root.place.boundary and absolute.is_relative_to(folder):
+        return absolute.relative_to(folder).as_posix() or "."
+    message = (
+        f"inherited from {layer.ident}, whose folder is not this profile's; paths resolve against the file "
+        'that declares them, so declare [app] source in this profile ("." for its own folder)'
+    )
+    load.issues.append(Issue(root.place.display, "app.source", message))
+    return None

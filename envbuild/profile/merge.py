@@ -1,0 +1,116 @@
+"""``extends``: how a profile and its parents combine, and where every setting came from.
+
+Layers are merged from the farthest ancestor to the profile itself:
+
+* tables merge recursively; scalars override (so every ``[base]`` and ``[accelerator]`` key, and
+  ``name``/``kind``/``description``, come from the nearest file that sets them);
+* ``python.packages``, ``python.requirements``, ``torch.packages``, ``system.apt`` and
+  ``validate.extensions`` APPEND: parent entries first, exact duplicates removed (first kept);
+* every other list REPLACES (``accelerator.targets``, ``blender.devices``);
+* ``[env]`` merges by key, the child's value winning;
+* ``[[checks]]`` merge by ``name``: a child check replaces the parent's check of the same name in its
+  position, new ones are appended.
+
+The result records, for each leaf key path, its origin: ``profile:<file>`` (the profile itself),
+``extends:<file>`` (a parent), or ``default``; an appended list that several files contributed to names
+them all, comma-separated, nearest last.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+APPEND = frozenset(
+    {
+        ("python", "packages"),
+        ("python", "requirements"),
+        ("torch", "packages"),
+        ("system", "apt"),
+        ("validate", "extensions"),
+    }
+)
+
+# Every leaf key of a profile with a model default, for "default" provenance.
+DEFAULT_LEAVES = (
+    "description",
+    "base.os",
+    "base.image",
+    "accelerator.backend",
+    "accelerator.version",
+    "accelerator.targets",
+    "python.version",
+    "python.packages",
+    "python.requirements",
+    "torch.version",
+    "torch.packages",
+    "blender.version",
+    "blender.devices",
+    "system.apt",
+    "resources.gpu_memory_gib",
+    "resources.gpus",
+    "validate.extensions",
+    "validate.compile_extensions",
+    "validate.checkpoint_dir",
+    "app.source",
+)
+
+
+@dataclass
+class Merged:
+    data: dict[str, Any] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+    owner: dict[str, int] = field(default_factory=dict)  # leaf key -> index of the layer that set it
+    item_owner: dict[str, list[int]] = field(default_factory=dict)  # appended list -> layer per entry
+
+
+def _note(merged: Merged, key: str, origin: str, index: int, *, append: bool = False) -> None:
+    previous = merged.sources.get(key)
+    if append and previous and previous != origin:
+        parts = [p for p in previous.split(", ") if p != origin]
+        merged.sources[key] = ", ".join([*parts, origin])
+    else:
+        merged.sources[key] = origin
+    merged.owner[key] = index
+
+
+def merge(layers: list[tuple[str, dict[str, Any]]]) -> Merged:
+    """Merge clean documents, farthest ancestor first; ``layers`` holds (origin, document)."""
+    merged = Merged()
+    for index, (origin, doc) in enumerate(layers):
+        for key, value in doc.items():
+            if key == "env":
+                table = merged.data.setdefault("env", {})
+                for name, text in value.items():
+                    table[name] = text
+                    _note(merged, f"env.{name}", origin, index)
+            elif key == "checks":
+                checks: list[dict[str, Any]] = merged.data.setdefault("checks", [])
+                for check in value:
+                    names = [c["name"] for c in checks]
+                    if check["name"] in names:
+                        checks[names.index(check["name"])] = check
+                    else:
+                        checks.append(check)
+                    _note(merged, f"checks.{check['name']}", origin, index)
+            elif isinstance(value, dict):
+                table = merged.data.setdefault(key, {})
+                for sub, item in value.items():
+                    path = f"{key}.{sub}"
+                    if (key, sub) in APPEND:
+                        current: list[str] = table.setdefault(sub, [])
+                        owners = merged.item_owner.setdefault(path, [])
+                        for entry in item:
+                            if entry not in current:
+                                current.append(entry)
+                                owners.append(index)
+                        _note(merged, path, origin, index, append=True)
+                    else:
+                        table[sub] = item
+                        _note(merged, path, origin, index)
+            else:
+                merged.data[key] = value
+                _note(merged, key, origin, index)
+    for leaf in DEFAULT_LEAVES:
+        merged.sources.setdefault(leaf, "default")
+    return merged

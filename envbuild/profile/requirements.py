@@ -1,0 +1,357 @@
+"""pip requirement files and ``python.packages`` strings -> :class:`~envbuild.models.RequirementLine`.
+
+Follows pip's own reading of a requirements file (``pip._internal.req.req_file``): lines ending in
+``\\`` are joined (a comment line never continues), ``#`` starts a comment at the start of a line or
+after whitespace (so ``...whl#sha256=...`` survives), blank lines are skipped, tokens before the first
+``-`` option are the requirement and the rest are its per-requirement options.
+
+What comes out (in file order):
+
+* ``requirement``: PEP 508 text normalised by :mod:`packaging` (``name[extras] specifiers; markers``
+  or ``name @ url``), the canonical name, and the ``--hash`` values in ``hashes`` (``sha256:<hex>``),
+  *not* in ``text``: a writer appends ``--hash=...`` for each.  Bare URLs (``https://.../x.whl``,
+  ``git+https://...#egg=name``) become ``name @ url``.
+* ``option``: each global option, normalised to its long form (``--index-url URL``, ``--pre``,
+  ``--only-binary :all:``, ``-c constraints.txt`` ...).  A constraints file must exist inside the
+  profile's folder; it is read and hashed with the profile.
+* ``include``: ``-r other.txt`` (relative to the including file, inside the profile's folder, cycles
+  rejected), followed by the included file's own lines.
+
+Rejected, each with the reason: ``-e``/``--editable`` (an editable checkout is not reproducible in an
+image: use ``name @ git+https://...@rev``), local paths and ``file:`` URLs (they are not in the build
+context), ``${VAR}`` references (pip would expand them from the build environment: a way to bake
+secrets into an image; provide credentials at run time), URLs carrying credentials, unknown options,
+and ``-r``/``-c`` URLs (download the file into the profile's folder so its bytes are hashed).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
+
+from envbuild.errors import Issue
+from envbuild.models import RequirementLine
+from envbuild.profile.fields import SECRET_HINT, has_control
+from envbuild.profile.paths import Place, PlaceError
+
+MAX_INCLUDE_DEPTH = 16
+_COMMENT_RE = re.compile(r"(^|\s+)#.*$")
+_ENV_VAR_RE = re.compile(r"\$\{[^}]*\}")
+_SCHEME_RE = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://")
+_HASH_RE = {"sha256": 64, "sha384": 96, "sha512": 128}
+_HOST_RE = re.compile(r"[A-Za-z0-9.-]+(?::[0-9]+)?|\[[0-9a-fA-F:]+\](?::[0-9]+)?")
+_BINARY_RE = re.compile(r":all:|:none:|[A-Za-z0-9._-]+(?:,[A-Za-z0-9._-]+)*")
+_VCS_PREFIXES = ("git+", "hg+", "svn+", "bzr+")
+
+# long option -> takes a value?  Short aliases map onto long ones.
+_OPTIONS: dict[str, bool] = {
+    "--index-url": True,
+    "--extra-index-url": True,
+    "--no-index": False,
+    "--find-links": True,
+    "--pre": False,
+    "--trusted-host": True,
+    "--prefer-binary": False,
+    "--only-binary": True,
+    "--no-binary": True,
+    "--constraint": True,
+    "--requirement": True,
+    "--editable": True,
+    "--require-hashes": False,
+    "--use-feature": True,
+}
+_SHORT = {
+    "-i": "--index-url",
+    "-f": "--find-links",
+    "-c": "--constraint",
+    "-r": "--requirement",
+    "-e": "--editable",
+}
+_PER_REQUIREMENT = ("--hash", "--config-settings", "--global-option", "--install-option")
+SUPPORTED_OPTIONS = ", ".join([*sorted(_OPTIONS), *sorted(_SHORT), "--hash (per requirement)"])
+EDITABLE_MSG = (
+    "-e/--editable is not supported: an editable checkout is not reproducible in an image; "
+    "use 'name @ git+https://host/repo@REV' or a published version"
+)
+ENV_VAR_MSG = (
+    "environment variable references (${VAR}) are not allowed: pip would expand them at build time and "
+    f"bake the value into the image; {SECRET_HINT}"
+)
+
+
+class LineError(Exception):
+    """A problem in one requirement line; the loader turns it into an Issue."""
+
+
+def _check_url(url: str, *, allow_ssh_user: bool = False) -> None:
+    if has_control(url) or " " in url:
+        raise LineError(f"URL {url!r} contains spaces or control characters")
+    parts = urlsplit(url)
+    if parts.password is not None or (parts.username is not None and not allow_ssh_user):
+        raise LineError(f"URL for host {parts.hostname!r} carries credentials: {SECRET_HINT}")
+
+
+def parse_requirement(arg: str) -> tuple[str, str]:
+    """Parse one requirement (no options): return ``(normalised text, canonical name)``."""
+    if _ENV_VAR_RE.search(arg):
+        raise LineError(ENV_VAR_MSG)
+    if has_control(arg):
+        raise LineError("requirement contains control characters")
+    text = arg.strip()
+    if not text:
+        raise LineError("requirement is empty")
+    if text.startswith("-"):
+        raise LineError(f"{text!r} is an option, not a requirement; put options in a requirements file")
+    if "@" not in text.split(";")[0] or _SCHEME_RE.match(text):
+        text = _bare_location(text)
+    try:
+        req = Requirement(text)
+    except InvalidRequirement as exc:
+        raise LineError(f"not a valid requirement (PEP 508): {exc}") from None
+    if req.url is not None:
+        scheme = urlsplit(req.url).scheme.lower()
+        if scheme == "file" or scheme.endswith("+file") or not scheme:
+            raise LineError(
+                f"local path {req.url!r} is not in the image's build context: publish it or use a URL"
+            )
+        if scheme not in ("https", "http") and not scheme.startswith(_VCS_PREFIXES):
+            raise LineError(f"URL scheme {scheme!r} is not supported: use https://, or git+https:// for VCS")
+        _check_url(req.url, allow_ssh_user=scheme.endswith("+ssh"))
+    return str(req), canonicalize_name(req.name)
+
+
+def _bare_location(text: str) -> str:
+    """pip accepts a bare URL or path as a requirement; rewrite URLs as ``name @ url``, refuse paths."""
+    location, sep, marker = text.partition("; ")
+    location = location.strip()
+    if not _SCHEME_RE.match(location):
+        looks_like_path = location.startswith((".", "/", "~")) or "/" in location or "\\" in location
+        if looks_like_path or location.endswith((".whl", ".zip", ".tar.gz", ".tar.bz2")):
+            raise LineError(
+                f"local path {location!r} is not in the image's build context: publish it or use a URL"
+            )
+        return text  # a plain PEP 508 string
+    if location.lower().startswith("file:") or "+file:" in location.lower():
+        raise LineError(
+            f"local path {location!r} is not in the image's build context: publish it or use a URL"
+        )
+    url, _, fragment = location.partition("#")
+    params = dict(p.split("=", 1) for p in fragment.split("&") if "=" in p)
+    name = params.get("egg")
+    kept = "&".join(p for p in fragment.split("&") if p and not p.startswith("egg="))
+    if name is None:
+        filename = urlsplit(url).path.rsplit("/", 1)[-1]
+        try:
+            if filename.endswith(".whl"):
+                name = str(parse_wheel_filename(filename)[0])
+            else:
+                name = str(parse_sdist_filename(filename)[0])
+        except (InvalidWheelFilename, InvalidSdistFilename):
+            raise LineError(
+                f"cannot tell the project name of {location!r}: write 'name @ URL' or add '#egg=name'"
+            ) from None
+    target = url + (f"#{kept}" if kept else "")
+    return f"{name} @ {target}" + (f" ; {marker}" if sep else "")
+
+
+@dataclass
+class _State:
+    issues: list[Issue]
+    key: str  # "python.requirements[0]"
+    on_file: Callable[[Place, bytes], None]
+    stack: list[str] = field(default_factory=list)
+    lines: list[RequirementLine] = field(default_factory=list)
+
+
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    """pip's join_lines + ignore_comments: (first physical line number, logical line)."""
+    out: list[tuple[int, str]] = []
+    pending: list[str] = []
+    start = 0
+    for number, line in enumerate(text.splitlines(), start=1):
+        is_comment = _COMMENT_RE.match(line) is not None
+        if not line.endswith("\\") or is_comment:
+            if is_comment:
+                line = " " + line
+            if pending:
+                pending.append(line)
+                out.append((start, "".join(pending)))
+                pending = []
+            else:
+                out.append((number, line))
+        else:
+            if not pending:
+                start = number
+            pending.append(line.rstrip("\\"))
+    if pending:
+        out.append((start, "".join(pending)))
+    cleaned = [(n, _COMMENT_RE.sub("", line).strip()) for n, line in out]
+    return [(n, line) for n, line in cleaned if line]
+
+
+def _split_options(options: str) -> list[tuple[str, str | None]]:
+    try:
+        tokens = shlex.split(options)
+    except ValueError as exc:
+        raise LineError(f"cannot split options: {exc}") from None
+    out: list[tuple[str, str | None]] = []
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        i += 1
+        name, eq, value = token.partition("=") if token.startswith("--") else (token, "", "")
+        if not token.startswith("--") and token[:2] in _SHORT:
+            name, value, eq = _SHORT[token[:2]], token[2:], "=" if len(token) > 2 else ""
+        takes_value = _OPTIONS.get(name, name in _PER_REQUIREMENT)
+        if name not in _OPTIONS and name not in _PER_REQUIREMENT:
+            raise LineError(f"unknown option {token!r}; supported: {SUPPORTED_OPTIONS}")
+        if takes_value and not eq:
+            if i >= len(tokens):
+                raise LineError(f"option {name} needs a value")
+            value = tokens[i]
+            i += 1
+        elif not takes_value and eq:
+            raise LineError(f"option {name} takes no value")
+        out.append((name, value if takes_value else None))
+    return out
+
+
+def _option_line(name: str, value: str | None, place: Place, state: _State, origin: str) -> None:
+    if name == "--editable":
+        raise LineError(EDITABLE_MSG)
+    if value is None:
+        state.lines.append(RequirementLine(kind="option", text=name, origin=origin))
+        return
+    if has_control(value) or not value:
+        raise LineError(f"option {name} has an empty value or control characters")
+    if name in ("--index-url", "--extra-index-url"):
+        if not value.startswith(("https://", "http://")):
+            raise LineError(f"{name} must be an http(s) URL, got {value!r}")
+        _check_url(value)
+    elif name == "--find-links":
+        if _SCHEME_RE.match(value):
+            _check_url(value)
+    elif name == "--trusted-host":
+        if not _HOST_RE.fullmatch(value):
+            raise LineError(f"--trusted-host {value!r} is not a host[:port]")
+    elif name in ("--only-binary", "--no-binary"):
+        if not _BINARY_RE.fullmatch(value):
+            raise LineError(f"{name} takes :all:, :none: or comma-separated project names, got {value!r}")
+    elif name == "--use-feature":
+        if not re.fullmatch(r"[a-z0-9-]+", value):
+            raise LineError(f"--use-feature {value!r} is not a feature name")
+    elif name in ("--requirement", "--constraint"):
+        if _SCHEME_RE.match(value):
+            raise LineError(f"{name} {value!r}: download the file into the profile's folder so it is hashed")
+        try:
+            target = place.child(value)
+        except PlaceError as exc:
+            raise LineError(f"{name}: {exc}") from None
+        short = "-r" if name == "--requirement" else "-c"
+        if name == "--constraint":
+            state.on_file(target, target.read())
+            state.lines.append(RequirementLine(kind="option", text=f"-c {shlex.quote(value)}", origin=origin))
+            return
+        state.lines.append(
+            RequirementLine(kind="include", text=f"{short} {shlex.quote(value)}", origin=origin)
+        )
+        _parse_file(target, state)
+        return
+    state.lines.append(RequirementLine(kind="option", text=f"{name} {shlex.quote(value)}", origin=origin))
+
+
+def _requirement_line(args: str, options: str, origin: str, state: _State) -> None:
+    text, name = parse_requirement(args)
+    hashes: list[str] = []
+    for opt, value in _split_options(options):
+        if opt != "--hash":
+            if opt in _PER_REQUIREMENT:
+                raise LineError(f"per-requirement option {opt} is not supported (only --hash)")
+            raise LineError(f"option {opt} must be on its own line, not after a requirement")
+        algo, _, digest = (value or "").partition(":")
+        if algo not in _HASH_RE or len(digest) != _HASH_RE[algo] or not re.fullmatch(r"[0-9a-fA-F]+", digest):
+            raise LineError(f"--hash={value} is not ALGO:HEX with ALGO one of {', '.join(_HASH_RE)}")
+        normal = f"{algo}:{digest.lower()}"
+        if normal not in hashes:
+            hashes.append(normal)
+    state.lines.append(
+        RequirementLine(kind="requirement", text=text, name=name, hashes=tuple(hashes), origin=origin)
+    )
+
+
+def _parse_file(place: Place, state: _State) -> None:
+    if place.label in state.stack:
+        chain = " -> ".join([*state.stack, place.label])
+        raise LineError(f"-r include cycle: {chain}")
+    if len(state.stack) >= MAX_INCLUDE_DEPTH:
+        raise LineError(f"-r includes nest deeper than {MAX_INCLUDE_DEPTH}")
+    try:
+        data = place.read()
+        text = data.decode("utf-8-sig")
+    except PlaceError as exc:
+        state.issues.append(Issue(place.display, state.key, str(exc)))
+        return
+    except UnicodeDecodeError as exc:
+        state.issues.append(
+            Issue(place.display, state.key, f"not UTF-8 text: {exc.reason} at byte {exc.start}")
+        )
+        return
+    state.on_file(place, data)
+    state.stack.append(place.label)
+    try:
+        for number, line in _logical_lines(text):
+            origin = f"{place.label}:{number}"
+            try:
+                if _ENV_VAR_RE.search(line):
+                    raise LineError(ENV_VAR_MSG)
+                tokens = line.split(" ")
+                split = next((i for i, tok in enumerate(tokens) if tok.startswith("-")), len(tokens))
+                args, options = " ".join(tokens[:split]).strip(), " ".join(tokens[split:])
+                if args:
+                    _requirement_line(args, options, origin, state)
+                else:
+                    for name, value in _split_options(options):
+                        if name in _PER_REQUIREMENT:
+                            raise LineError(f"{name} must follow a requirement on the same logical line")
+                        _option_line(name, value, place, state, origin)
+            except LineError as exc:
+                state.issues.append(Issue(place.display, f"{state.key} line {number}", str(exc)))
+    finally:
+        state.stack.pop()
+
+
+def parse_file(
+    place: Place, *, key: str, issues: list[Issue], on_file: Callable[[Place, bytes], None]
+) -> tuple[RequirementLine, ...]:
+    """Parse a requirements file (and its ``-r`` includes); append problems to ``issues``."""
+    state = _State(issues=issues, key=key, on_file=on_file)
+    _parse_file(place, state)
+    return tuple(state.lines)
+
+
+def parse_packages(
+    packages: tuple[str, ...], *, file: str, issues: list[Issue], first_index: int = 0
+) -> tuple[RequirementLine, ...]:
+    """``python.packages`` entries; origin ``profile:python.packages[i]``."""
+    lines: list[RequirementLine] = []
+    for i, entry in enumerate(packages, start=first_index):
+        key = f"python.packages[{i}]"
+        try:
+            text, name = parse_requirement(entry)
+        except LineError as exc:
+            issues.append(Issue(file, key, str(exc)))
+            continue
+        lines.append(RequirementLine(kind="requirement", text=text, name=name, origin=f"profile:{key}"))
+    return tuple(lines)

@@ -1,0 +1,287 @@
+"""The profile schema: which keys exist, their types, and the check each value must pass.
+
+:func:`check_document` checks one parsed TOML file on its own (unknown keys with a did-you-mean, wrong
+types, bad enums with the valid choices, every string through :mod:`envbuild.profile.fields`) and
+returns a *clean* copy holding only the values that passed, so that merging never sees bad data and
+every problem is reported once, against the file that holds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, get_args
+
+from envbuild.errors import Issue, choices
+from envbuild.models import Backend, BlenderDevice, Kind, OsId
+from envbuild.profile import fields as f
+from envbuild.profile.requirements import LineError, parse_requirement
+
+Check = Callable[[Any], str | None]
+MAX_LIST = 512
+
+
+def _enum(valid: tuple[str, ...], what: str) -> Check:
+    def check(value: str) -> str | None:
+        if value in valid:
+            return None
+        return f"{value!r} is not a valid {what}{f.did_you_mean(value, valid)}; valid: {choices(valid)}"
+
+    return check
+
+
+def _requirement(value: str) -> str | None:
+    try:
+        parse_requirement(value)
+    except LineError as exc:
+        return str(exc)
+    return None
+
+
+def _companion(value: str) -> str | None:
+    problem = _requirement(value)
+    if problem is None and "@" in value:
+        return "torch companions are names or pins (e.g. 'torchvision'), not URLs; URLs go in python.packages"
+    return problem
+
+
+def _range(low: float, high: float, *, strict_low: bool = False) -> Check:
+    def check(value: float) -> str | None:
+        if (value <= low if strict_low else value < low) or value > high:
+            bound = f"> {low:g}" if strict_low else f">= {low:g}"
+            return f"must be {bound} and <= {high:g}, got {value!r}"
+        return None
+
+    return check
+
+
+def _extends(value: str) -> str | None:
+    if "/" in value or value.endswith(".toml"):
+        return f.check_rel_path(value)
+    return f.check_name(value, what="built-in profile name")
+
+
+def _argv_item(value: str) -> str | None:
+    return f.check_text(value, max_len=4096)
+
+
+def _json_key(value: str) -> str | None:
+    path, sep, key = value.rpartition(":")
+    if not sep or not path or not key:
+        return f"{value!r} must be 'FILE.json:dotted.key'"
+    return f.check_rel_path(path) or (
+        None if f.JSON_KEY_RE.fullmatch(key) else f"{key!r} is not a dotted key"
+    )
+
+
+@dataclass(frozen=True)
+class Spec:
+    type: str  # "str", "int", "number", "bool", "list", "strmap", "jsonmap"
+    check: Check | None = None  # for lists and maps: applied to each item / value
+
+
+KIND_CHOICES: tuple[str, ...] = get_args(Kind)
+OS_CHOICES: tuple[str, ...] = get_args(OsId)
+BACKEND_CHOICES: tuple[str, ...] = get_args(Backend)
+DEVICE_CHOICES: tuple[str, ...] = get_args(BlenderDevice)
+
+TOP: dict[str, Spec] = {
+    "name": Spec("str", lambda v: f.check_name(v, what="profile name")),
+    "kind": Spec("str", _enum(KIND_CHOICES, "kind")),
+    "extends": Spec("str", _extends),
+    "description": Spec("str", lambda v: f.check_text(v, max_len=500)),
+}
+TABLES: dict[str, dict[str, Spec]] = {
+    "base": {"os": Spec("str", _enum(OS_CHOICES, "base.os")), "image": Spec("str", f.check_image)},
+    "accelerator": {
+        "backend": Spec("str", _enum(BACKEND_CHOICES, "backend")),
+        "version": Spec("str", f.check_accel_version),
+        "targets": Spec("list", f.check_target),
+    },
+    "python": {
+        "version": Spec("str", f.check_python_version),
+        "packages": Spec("list", _requirement),
+        "requirements": Spec("list", f.check_rel_path),
+    },
+    "torch": {
+        "version": Spec("str", lambda v: f.check_pep440(v, what="torch version")),
+        "packages": Spec("list", _companion),
+    },
+    "blender": {
+        "version": Spec("str", f.check_blender_version),
+        "devices": Spec("list", _enum(DEVICE_CHOICES, "Blender device")),
+    },
+    "system": {"apt": Spec("list", f.check_apt)},
+    "resources": {
+        "gpu_memory_gib": Spec("number", _range(0, 16384, strict_low=True)),
+        "gpus": Spec("int", _range(1, 64)),
+    },
+    "validate": {
+        "extensions": Spec("list", f.check_module),
+        "compile_extensions": Spec("bool"),
+        "checkpoint_dir": Spec("str", f.check_rel_path),
+    },
+    "app": {"source": Spec("str", lambda v: None if v == "." else f.check_rel_path(v))},
+}
+CHECK: dict[str, Spec] = {
+    "name": Spec("str", lambda v: f.check_name(v, what="check name")),
+    "run": Spec("list", _argv_item),
+    "timeout_s": Spec("int", _range(1, 86400)),
+    "expect_exit": Spec("int", _range(0, 255)),
+    "expect_files": Spec("list", f.check_rel_path),
+    "expect_json": Spec("jsonmap", None),
+}
+TYPE_WORDS = {
+    "str": "a string",
+    "int": "an integer",
+    "number": "a number",
+    "bool": "true or false",
+    "list": "a list of strings",
+    "strmap": "a table of strings",
+    "jsonmap": "a table of 'FILE.json:key' = value",
+}
+ALL_KEYS = [*TOP, *TABLES, "env", "checks"]
+
+
+def _type_ok(kind: str, value: Any) -> bool:
+    if kind == "str":
+        return isinstance(value, str)
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "number":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if kind == "bool":
+        return isinstance(value, bool)
+    if kind == "list":
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    return isinstance(value, dict)
+
+
+class _Checker:
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.issues: list[Issue] = []
+
+    def add(self, key: str, message: str) -> None:
+        self.issues.append(Issue(self.file, key, message))
+
+    def value(self, key: str, spec: Spec, value: Any) -> tuple[bool, Any]:
+        if not _type_ok(spec.type, value):
+            self.add(key, f"must be {TYPE_WORDS[spec.type]}, got {type(value).__name__} {_short(value)}")
+            return False, None
+        if spec.type == "list":
+            if len(value) > MAX_LIST:
+                self.add(key, f"has {len(value)} entries, at most {MAX_LIST}")
+                return False, None
+            ok = True
+            for i, item in enumerate(value):
+                problem = spec.check(item) if spec.check else None
+                if problem:
+                    self.add(f"{key}[{i}]", problem)
+                    ok = False
+            return ok, list(value)
+        if spec.type == "jsonmap":
+            return self.jsonmap(key, value)
+        problem = spec.check(value) if spec.check else None
+        if problem:
+            self.add(key, problem)
+            return False, None
+        return True, value
+
+    def jsonmap(self, key: str, value: dict[str, Any]) -> tuple[bool, Any]:
+        ok = True
+        for k, v in value.items():
+            problem = _json_key(k)
+            if problem is None and (isinstance(v, dict | list) or (isinstance(v, str) and f.has_control(v))):
+                problem = "expected value must be a string, number or boolean without control characters"
+            if problem:
+                self.add(f"{key}.{_keyname(k)}", problem)
+                ok = False
+        return ok, dict(value)
+
+    def table(self, prefix: str, raw: Any, specs: dict[str, Spec]) -> dict[str, Any]:
+        if not isinstance(raw, dict):
+            self.add(prefix, f"must be a table, got {type(raw).__name__}")
+            return {}
+        clean: dict[str, Any] = {}
+        for key, value in raw.items():
+            where = f"{prefix}.{_keyname(key)}" if prefix else _keyname(key)
+            if key not in specs:
+                self.add(where, f"unknown key{f.did_you_mean(key, specs)}; valid keys: {choices(specs)}")
+                continue
+            ok, cleaned = self.value(where, specs[key], value)
+            if ok:
+                clean[key] = cleaned
+        return clean
+
+    def env(self, raw: Any) -> dict[str, str]:
+        if not isinstance(raw, dict):
+            self.add("env", f"must be a table, got {type(raw).__name__}")
+            return {}
+        clean: dict[str, str] = {}
+        for key, value in raw.items():
+            where = f"env.{_keyname(key)}"
+            problem = f.check_env_key(key)
+            if problem is None and not isinstance(value, str):
+                problem = f'must be a string, got {type(value).__name__} (quote it: {key} = "{value}")'
+            if problem is None:
+                problem = f.check_env_value(value)
+            if problem:
+                self.add(where, problem)
+            else:
+                clean[key] = value
+        return clean
+
+    def checks(self, raw: Any) -> list[dict[str, Any]]:
+        if not isinstance(raw, list) or not all(isinstance(c, dict) for c in raw):
+            self.add("checks", "must be an array of tables ([[checks]])")
+            return []
+        clean: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        for i, item in enumerate(raw):
+            before = len(self.issues)
+            entry = self.table(f"checks[{i}]", item, CHECK)
+            for required in ("name", "run"):
+                if required not in item:
+                    self.add(f"checks[{i}].{required}", "is required")
+            if "run" in entry and (not entry["run"] or not entry["run"][0].strip()):
+                self.add(f"checks[{i}].run", "must be a non-empty argv list like ['python', 'src/pilot.py']")
+            name = entry.get("name")
+            if name in seen:
+                self.add(f"checks[{i}].name", f"duplicate check name {name!r} in this file")
+            if len(self.issues) == before:
+                seen.add(str(name))
+                clean.append(entry)
+        return clean
+
+
+def _keyname(key: str) -> str:
+    safe = key.replace("_", "").replace("-", "").isalnum() and key.isascii()
+    return key if safe else repr(key)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def check_document(file: str, raw: dict[str, Any]) -> tuple[dict[str, Any], list[Issue]]:
+    """Check one TOML document; return the clean values and every issue found."""
+    checker = _Checker(file)
+    clean: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key in TOP:
+            ok, cleaned = checker.value(_keyname(key), TOP[key], value)
+            if ok:
+                clean[key] = cleaned
+        elif key in TABLES:
+            clean[key] = checker.table(key, value, TABLES[key])
+        elif key == "env":
+            clean[key] = checker.env(value)
+        elif key == "checks":
+            clean[key] = checker.checks(value)
+        else:
+            checker.add(
+                _keyname(key), f"unknown key{f.did_you_mean(key, ALL_KEYS)}; valid keys: {choices(ALL_KEYS)}"
+            )
+    return clean, checker.issues
