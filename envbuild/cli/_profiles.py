@@ -1,3 +1,35 @@
-"""Commands: placeholder until implemented."""
+"""``envbuild profiles [--json]``: list the built-in profiles."""
 
-from envbuild.cli import cli  # noqa: F401
+from __future__ import annotations
+
+import json
+
+import click
+
+from envbuild.cli import cli, handle_errors
+
+
+@cli.command("profiles")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
+@handle_errors
+def profiles_command(as_json: bool) -> None:
+    """List the built-in profiles (name, kind, description)."""
+    from envbuild.profile import describe_builtins
+
+    rows = describe_builtins()
+    if as_json:
+        data = [{"name": name, "kind": kind, "description": text} for name, kind, text in rows]
+        click.echo(json.dumps(data, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title="Built-in profiles", title_justify="left")
+    table.add_column("name", style="bold", no_wrap=True)
+    table.add_column("kind", no_wrap=True)
+    table.add_column("description")
+    for name, kind, text in rows:
+        table.add_row(Text(name), Text(kind), Text(text))  # Text: no markup parsing
+    Console(soft_wrap=False).print(table)
+    click.echo("Use a name with `envbuild check NAME` or `envbuild render NAME`, or a path to a .toml file.")
