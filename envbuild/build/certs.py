@@ -41,7 +41,7 @@ def load_ca_cert(path: Path) -> CaCert:
         text = raw.decode("ascii")
     except UnicodeDecodeError:
         raise UsageError(
-            f"{where}: not a PEM file (binary data; convert DER with `openssl x509 -inform der`)"
+            f"{where}: not a PEM file (not ASCII text; convert DER with `openssl x509 -inform der`)"
         ) from None
     if "PRIVATE KEY-----" in text:
         raise UsageError(f"{where}: contains a private key; pass only the CA certificate(s), never a key")

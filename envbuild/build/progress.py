@@ -65,7 +65,8 @@ class BuildStream:
             message = detail.get("message") if isinstance(detail, dict) else None
             self.error = str(message or chunk.get("error") or "unknown build error").strip()
             self._flush()
-            self._line(f"ERROR: {self.error}")
+            if self.log is not None:
+                self.log.write(f"ERROR: {self.error}\n")
 
     def close(self) -> None:
         self._flush()

@@ -1,0 +1,162 @@
+"""``envbuild build`` against the real engine with the tiny bundle (fast: no Python in the image).
+
+Marked ``docker``: a missing engine fails these tests (the ``docker_client`` fixture), never skips.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from envbuild.build.fetch import fetch
+from envbuild.build.image import build_image
+
+pytestmark = pytest.mark.docker
+BASE_IMAGE = os.environ.get("ENVBUILD_TEST_BASE_IMAGE", "envbuild/debian:12")
+TINY = Path(__file__).parent / "data" / "bundles" / "tiny"
+OPENSSL_REQ = (
+    "openssl",
+    "req",
+    "-x509",
+    "-newkey",
+    "rsa:2048",
+    "-nodes",
+    "-days",
+    "2",
+    "-subj",
+    "/CN=test CA",
+)
+
+
+@contextmanager
+def temporary_tag(client: Any, name: str) -> Iterator[str]:
+    tag = f"envbuild-test/{name}:{uuid.uuid4().hex[:12]}"
+    try:
+        yield tag
+    finally:
+        with suppress(Exception):  # the image may never have been built
+            client.images.remove(tag, force=True)
+
+
+def envbuild(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "envbuild", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=600,
+    )
+
+
+def run_in(client: Any, tag: str, script: str) -> str:
+    out = client.containers.run(tag, ["bash", "-c", script], remove=True)
+    return str(out.decode())
+
+
+@pytest.fixture()
+def tiny(tmp_path: Path) -> Path:
+    bundle = tmp_path / "tiny"
+    shutil.copytree(TINY, bundle)
+    return bundle
+
+
+def test_build_tiny_with_wheelhouse_and_ca_cert(docker_client: Any, tiny: Path, tmp_path: Path) -> None:
+    fetch(tiny, tools=False)
+    cert, key = tmp_path / "corp.pem", tmp_path / "corp.key"
+    subprocess.run([*OPENSSL_REQ, "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    with temporary_tag(docker_client, "tiny") as tag:
+        proc = envbuild("build", str(tiny), "--tag", tag, "--base-image", BASE_IMAGE, "--ca-cert", str(cert))
+        assert proc.returncode == 0, proc.stderr
+        assert f"built {tag}" in proc.stdout
+        log = tiny / f"build-{tag.replace('/', '-').replace(':', '-')}.log"
+        text = log.read_text()
+        assert "Step 6/16 : RUN mkdir -p /opt/venv" in text and "tiny: 1 wheel(s) installed" in text
+        assert "Successfully tagged" in text
+        seen = run_in(
+            docker_client,
+            tag,
+            "cat /opt/venv/installed.txt; ls /usr/local/share/ca-certificates/envbuild; id -un; "
+            'grep -c \'"format": "envbuild.lock/1"\' /etc/envbuild/envbuild.lock.json; ls /workspace',
+        )
+        lines = seen.splitlines()
+        assert lines[0] == "six-1.17.0-py2.py3-none-any.whl"
+        assert lines[1].startswith("envbuild-corp-") and lines[1].endswith(".crt")
+        assert lines[2] == "envbuild"
+        assert lines[3] == "1"
+        assert lines[4] == "hello.py"
+        assert not list((tiny / "certs").glob("*.crt")), "the CA must not be written into the bundle"
+
+        # Nothing changed: every step after FROM comes from the cache.
+        again = build_image(tiny, tag, base_image=BASE_IMAGE, ca_certs=(cert,), progress=False)
+        non_from = [s for s in again.steps if not s.instruction.startswith(("FROM", "ARG"))]
+        assert all(s.cached for s in non_from), [s for s in non_from if not s.cached]
+
+
+def test_failing_step_is_named_with_its_output(docker_client: Any, tiny: Path) -> None:
+    dockerfile = tiny / "Dockerfile"
+    dockerfile.write_text(
+        dockerfile.read_text().replace(
+            ' && echo "tiny: $(wc -l < /opt/venv/installed.txt) wheel(s) installed"',
+            ' && echo "tiny: about to fail" && ls /no/such/dir',
+        )
+    )
+    with temporary_tag(docker_client, "tiny-fail") as tag:
+        proc = envbuild("build", str(tiny), "--tag", tag, "--base-image", BASE_IMAGE, "-q")
+        assert proc.returncode == 1, proc.stderr
+        err = proc.stderr
+        assert "build failed at step 6/16: RUN mkdir -p /opt/venv" in err
+        assert "returned a non-zero code: 2" in err
+        assert "  | tiny: about to fail" in err
+        assert "  | ls: cannot access '/no/such/dir': No such file or directory" in err
+        assert "Traceback" not in err
+        assert f"full log: {tiny}/build-" in err
+        with pytest.raises(Exception, match="No such image"):
+            docker_client.images.get(tag)
+
+
+def test_missing_base_image_fails_at_from(docker_client: Any, tiny: Path) -> None:
+    with temporary_tag(docker_client, "tiny-nobase") as tag:
+        proc = envbuild(
+            "build", str(tiny), "--tag", tag, "--base-image", f"envbuild/absent:{uuid.uuid4().hex[:8]}"
+        )
+        assert proc.returncode == 1
+        assert "build failed at step 2/16: FROM ${BASE_IMAGE} AS builder" in proc.stderr
+
+
+def test_engine_unreachable_exits_3(tiny: Path, tmp_path: Path) -> None:
+    proc = envbuild(
+        "build", str(tiny), "--tag", "envbuild-test/x:1", env={"DOCKER_HOST": f"unix://{tmp_path}/no.sock"}
+    )
+    assert proc.returncode == 3
+    assert "cannot reach the Docker engine" in proc.stderr
+    assert "scripts/docker-engine.sh" in proc.stderr and "sudo dockerd" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    proc = envbuild(
+        "validate", "--image", "envbuild-test/x:1", env={"DOCKER_HOST": f"unix://{tmp_path}/no.sock"}
+    )
+    assert proc.returncode == 3, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--tag", "Bad Tag"], "--tag: 'Bad Tag' is not a valid image tag"),
+        (["--tag", "x:1", "--base-image", "debian:12\nRUN evil"], "--base-image:"),
+        (["--tag", "x:1", "--network", "container:abc"], "valid choices: bridge, default, host, none"),
+        (["--tag", "x:1", "--ca-cert", str(TINY / "Dockerfile")], "no PEM certificate found"),
+    ],
+)
+def test_bad_arguments_exit_2_before_any_work(tiny: Path, args: list[str], message: str) -> None:
+    proc = envbuild("build", str(tiny), *args, env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr
+    assert not list(tiny.glob("build-*.log"))
