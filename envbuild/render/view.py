@@ -30,6 +30,7 @@ _IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._/:@+-]*$", re.I)
 _APT = re.compile(r"^[a-z0-9][a-z0-9+.-]+(=[A-Za-z0-9.+:~_-]+)?$")
 _FILENAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_WHEEL_ONLY = re.compile(r"^python3(\.\d+)?-venv$|^python3-(pip|setuptools|wheel)-whl$")
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class DockerfileView:
     python: str  # "python3.11", validated
     deadsnakes: bool
     apt: tuple[str, ...]  # shell-quoted, sorted, deduplicated by package name
+    runtime_apt: tuple[str, ...]  # the same without the packages that only ship wheels (final stage)
     apt_pinned: bool  # every apt package carries =version (then DL3008 needs no ignore)
     env: tuple[EnvVar, ...]
     labels: tuple[EnvVar, ...]
@@ -97,6 +99,14 @@ def apt_packages(plan: Plan) -> list[str]:
     for entry in ["ca-certificates", *python_packages(plan)]:
         chosen.setdefault(entry, entry)
     return [chosen[name] for name in sorted(chosen)]
+
+
+def runtime_packages(packages: list[str]) -> list[str]:
+    """``packages`` without those that only ship ``*.whl`` files (ensurepip's, for ``python -m venv``).
+
+    The venv is created in the builder stage; the final stage needs the interpreter, not the wheels.
+    """
+    return [p for p in packages if not _WHEEL_ONLY.match(_apt_name(p))]
 
 
 def _blender(plan: Plan) -> Blender | None:
@@ -157,6 +167,7 @@ def dockerfile_view(plan: Plan, command: str) -> DockerfileView:
         python=f"python{plan.python_version}" if plan.python_provision != "base-image" else "python3",
         deadsnakes=plan.python_provision == "deadsnakes",
         apt=tuple(sh(p, "system.apt") for p in apt),
+        runtime_apt=tuple(sh(p, "system.apt") for p in runtime_packages(apt)),
         apt_pinned=all("=" in p for p in apt),
         env=tuple(env),
         labels=labels,

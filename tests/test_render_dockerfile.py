@@ -1,0 +1,201 @@
+"""The rendered Dockerfile against the contract in docs/architecture.md, and its quoting."""
+
+from __future__ import annotations
+
+import re
+
+import dockerfile
+import pytest
+from test_render_plans import CPU, MI300X, cuda_plan, profile, req
+
+from envbuild.errors import BundleError
+from envbuild.models import Plan
+from envbuild.render import render_dockerfile
+from envbuild.render.quote import docker_str, md, md_code
+
+BLENDER = {
+    "blender_version": "4.5.3",
+    "blender_url": "https://download.blender.org/release/Blender4.5/blender-4.5.3-linux-x64.tar.xz",
+    "blender_sha256_url": "https://download.blender.org/release/Blender4.5/blender-4.5.3.sha256",
+}
+
+
+def rocm_plan() -> Plan:
+    return cuda_plan(
+        targets=(MI300X,),
+        backend="rocm",
+        os="ubuntu22.04",
+        base_image="rocm/dev-ubuntu-22.04:6.3",
+        base_flavor="rocm-dev",
+        python_provision="deadsnakes",
+        accelerator_version="6.3",
+        torch_variant="rocm6.3",
+        min_driver=None,
+    )
+
+
+def cpu_plan() -> Plan:
+    return cuda_plan(
+        targets=(CPU,),
+        backend="cpu",
+        os="debian12",
+        base_image="debian:12",
+        base_flavor="os",
+        python_version="3.11",
+    )
+
+
+def stages(text: str) -> list[list[tuple[str, str]]]:
+    """The parsed instructions, split into stages at each FROM."""
+    out: list[list[tuple[str, str]]] = []
+    for command in dockerfile.parse_string(text):
+        if command.cmd == "FROM":
+            out.append([])
+        if out:
+            out[-1].append((command.cmd, " ".join(command.value)))
+    return out
+
+
+def test_contract_layout() -> None:
+    text = render_dockerfile(cuda_plan())
+    first = dockerfile.parse_string(text)[0]
+    assert (first.cmd, first.value) == ("ARG", ('BASE_IMAGE="nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04"',))
+    builder, final = stages(text)
+    assert builder[0] == ("FROM", "${BASE_IMAGE} AS builder")
+    assert final[0] == ("FROM", "${BASE_IMAGE}")
+    b = dict(builder)
+    assert "COPY" in b
+    builder_copies = [v for c, v in builder if c == "COPY"]
+    assert builder_copies == [
+        "certs/ /usr/local/share/ca-certificates/envbuild/",
+        "requirements-rebuild.txt /tmp/envbuild/requirements-rebuild.txt",
+        "wheelhouse/ /tmp/envbuild/wheelhouse/",
+        "tools/ /tmp/envbuild/tools/",
+    ]
+    final_copies = [v for c, v in final if c == "COPY"]
+    assert final_copies == [
+        "certs/ /usr/local/share/ca-certificates/envbuild/",
+        "/opt/venv /opt/venv",
+        "/opt/envbuild /opt/envbuild",
+        "envbuild.lock.json /etc/envbuild/envbuild.lock.json",
+        "app/ /workspace/",
+    ]
+    assert final[-3:] == [("USER", "envbuild"), ("COPY", "app/ /workspace/"), ("CMD", "/bin/bash")]
+    assert ("WORKDIR", "/workspace") in final
+    # no wheel file, wheelhouse or pip cache reaches the final stage
+    assert not any("wheelhouse" in v or "tools/" in v for _, v in final)
+    assert "--mount" not in text and "<<" not in text and "# syntax=" not in text
+
+
+def test_install_offline_when_the_wheelhouse_has_wheels() -> None:
+    text = render_dockerfile(cuda_plan())
+    assert "-name '*.whl'" in text
+    assert (
+        "--no-index \\\n        --find-links /tmp/envbuild/wheelhouse"
+        " -r /tmp/envbuild/requirements-rebuild.txt" in text
+    )
+    for line in text.splitlines():
+        if "pip install" in line:
+            assert "--no-cache-dir" in line
+    assert "python3.12 -m venv /opt/venv" in text
+    assert "--find-links /tmp/envbuild/tools envbuild" in text
+
+
+def test_apt_layers_clean_up_and_skip_recommends() -> None:
+    text = render_dockerfile(cuda_plan(apt=("git", "curl=7.88.1-10+deb12u8")))
+    runs = [c for c in dockerfile.parse_string(text) if c.cmd == "RUN" and "apt-get install" in c.value[0]]
+    assert len(runs) == 2
+    for run in runs:
+        assert "--no-install-recommends" in run.value[0]
+        assert run.value[0].rstrip().endswith("rm -rf /var/lib/apt/lists/*")
+    assert "curl=7.88.1-10+deb12u8 " in text and "python3.12-venv" in text and "ca-certificates" in text
+
+
+def test_labels_and_env() -> None:
+    plan = cuda_plan(profile=profile(env={"B": "2", "A": 'x $HOME "q" \\ y'}, description="A | B"))
+    text = render_dockerfile(plan)
+    assert '    A="x \\$HOME \\"q\\" \\\\ y" \\\n    B="2"\n' in text
+    assert 'org.envbuild.profile-sha256="' + plan.profile.sha256 + '"' in text
+    assert 'org.envbuild.version="0.1.0"' in text and 'org.envbuild.profile="train"' in text
+    assert 'org.opencontainers.image.description="A | B"' in text
+    assert "NVIDIA_DRIVER_CAPABILITIES=compute,utility" in text
+
+
+def test_deadsnakes_and_rocm() -> None:
+    text = render_dockerfile(rocm_plan())
+    assert 'ARG BASE_IMAGE="rocm/dev-ubuntu-22.04:6.3"' in text
+    assert "add-apt-repository -y ppa:deadsnakes/ppa" in text
+    assert "python3.12-dev" in text and "python3.12-venv" in text
+    assert "--groups video envbuild" in text
+    assert "NVIDIA_" not in text
+
+
+def test_cpu_has_no_gpu_settings() -> None:
+    text = render_dockerfile(cpu_plan())
+    assert "NVIDIA_" not in text and "--groups" not in text and "deadsnakes" not in text
+    assert "python3.11 -m venv" in text
+
+
+def test_compiles_adds_python_headers() -> None:
+    assert "python3.12-dev" not in render_dockerfile(cuda_plan())
+    assert "python3.12-dev" in render_dockerfile(cuda_plan(compiles=True))
+
+
+def test_blender_is_verified_before_extracting() -> None:
+    text = render_dockerfile(cuda_plan(**BLENDER))
+    blender, _builder, final = stages(text)
+    assert blender[0] == ("FROM", "${BASE_IMAGE} AS blender")
+    run = next(v for c, v in blender if c == "RUN" and "curl -fsSL" in v)
+    verify = run.index("| sha256sum -c -")
+    assert verify < run.index("tar -xJf blender-4.5.3-linux-x64.tar.xz")
+    assert "grep -E '[ *]blender-4\\.5\\.3-linux-x64\\.tar\\.xz$' blender-4.5.3.sha256" in run
+    assert ("COPY", "/opt/blender /opt/blender") in final
+    assert "NVIDIA_DRIVER_CAPABILITIES=compute,utility,graphics" in text
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"apt": ("git; rm -rf /",)}, "invalid Debian package"),
+        ({"apt": ("git\nRUN evil",)}, "invalid Debian package"),
+        ({"python_version": "3.12; rm"}, "expected 3.N"),
+        ({"base_image": "ubuntu\nRUN x"}, "not an image reference"),
+        ({"profile": profile(env={"X": "a\nRUN evil"})}, "control character"),
+        ({"profile": profile(env={"GITHUB_TOKEN": "x"})}, "looks like a secret"),
+        ({**BLENDER, "blender_url": "http://download.blender.org/x/blender.tar.xz"}, "must be https"),
+        ({**BLENDER, "blender_url": "https://x.org/a;b.tar.xz"}, "unexpected download file name"),
+    ],
+)
+def test_hostile_values_never_reach_the_dockerfile(overrides: dict[str, object], message: str) -> None:
+    with pytest.raises(BundleError, match=message):
+        render_dockerfile(cuda_plan(**overrides))
+
+
+def test_requirements_do_not_reach_the_dockerfile() -> None:
+    text = render_dockerfile(cuda_plan(requirements=(req("evil==1.0", "x:1", name="evil"),)))
+    assert "evil" not in text
+
+
+def test_quote_helpers() -> None:
+    assert docker_str("a$b", "t") == '"a\\$b"'
+    assert md("a|b*c", "t") == "a\\|b\\*c"
+    assert md_code("a`b", "t") == "``a`b``"
+    assert md_code("x|y", "t") == "`x\\|y`"
+    with pytest.raises(BundleError):
+        md("a\nb", "t")
+
+
+def test_same_plan_same_text() -> None:
+    assert render_dockerfile(rocm_plan()) == render_dockerfile(rocm_plan())
+    assert re.search(r"\n\n\n", render_dockerfile(rocm_plan())) is None
+
+
+def test_final_stage_installs_no_wheel_only_packages() -> None:
+    """python3.X-venv pulls ensurepip's *.whl files: the builder needs them, the final image must not."""
+    builder, final = stages(render_dockerfile(cuda_plan(apt=("python3-venv", "python3-pip-whl", "git"))))
+    builder_apt = next(v for c, v in builder if c == "RUN" and "apt-get install" in v)
+    final_apt = next(v for c, v in final if c == "RUN" and "apt-get install" in v)
+    assert "python3.12-venv" in builder_apt and "python3-venv" in builder_apt
+    for wheel_only in ("python3.12-venv", "python3-venv", "python3-pip-whl"):
+        assert wheel_only not in final_apt
+    assert "python3.12 " in final_apt and "git " in final_apt
