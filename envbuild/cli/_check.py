@@ -1,3 +1,88 @@
-"""Commands: placeholder until implemented."""
+"""``envbuild check PROFILE [--target ID]... [--driver VERSION] [--json]``.
 
-from envbuild.cli import cli  # noqa: F401
+Exit 0 when no finding is an error, 1 when some are, 2 for invalid input or usage.  Imports neither
+torch nor docker.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from envbuild.cli import cli, handle_errors
+from envbuild.errors import EXIT_FINDINGS, EXIT_OK
+from envbuild.models import CheckResult
+
+
+def result_json(result: CheckResult) -> dict[str, Any]:
+    """``{"ok", "findings", "plan"}``; the plan's profile is reduced to name/path/sha256."""
+    plan = result.plan.model_dump(mode="json", by_alias=True, exclude={"profile"})
+    profile = result.plan.profile
+    plan = {"profile": {"name": profile.name, "path": profile.path, "sha256": profile.sha256}, **plan}
+    return {
+        "ok": result.ok,
+        "findings": [f.model_dump(mode="json") for f in result.findings],
+        "plan": plan,
+    }
+
+
+def _print_human(result: CheckResult) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = Console()
+    plan = result.plan
+    summary = Table.grid(padding=(0, 2))
+    summary.add_column(style="bold")
+    summary.add_column()
+    rows = [
+        ("profile", f"{plan.profile.name} ({plan.profile.path})"),
+        (
+            "targets",
+            ", ".join(f"{c.id} ({c.arch or 'cpu'}, {c.memory_gib:g} GiB)" for c in plan.targets) or "-",
+        ),
+        ("base image", f"{plan.base_image} [{plan.base_flavor}]"),
+        ("os / python", f"{plan.os_name} / Python {plan.python_version} ({plan.python_provision})"),
+        ("backend", f"{plan.backend} {plan.accelerator_version or ''}".strip()),
+        ("torch", f"{plan.torch_version}+{plan.torch_variant}" if plan.torch_version else "-"),
+        ("pins", " ".join(p.spec for p in plan.pins) or "-"),
+        ("index", " ".join(i.url for i in plan.index_urls)),
+        ("arch list", " ".join(plan.torch_arch_list) or "-"),
+        ("required archs", " ".join(plan.required_archs) or "-"),
+        ("min driver", plan.min_driver or "-"),
+        ("compiles", "yes" if plan.compiles else "no"),
+        ("apt", " ".join(plan.apt)),
+    ]
+    if plan.blender_version:
+        rows.append(("blender", f"{plan.blender_version} {plan.blender_url or ''}"))
+    for key, value in rows:
+        summary.add_row(key, escape(value))
+    console.print(summary)
+    style = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+    for f in result.findings:
+        console.print(f"[{style[f.severity]}]{f.severity:7}[/] {escape(f.code)}: {escape(f.message)}")
+    errors = sum(f.severity == "error" for f in result.findings)
+    console.print("[bold green]ok[/]" if result.ok else f"[bold red]{errors} error finding(s)[/]")
+
+
+@cli.command("check")
+@click.argument("profile")
+@click.option("--target", "targets", multiple=True, metavar="ID", help="Target card id (repeatable).")
+@click.option("--driver", metavar="VERSION", help="NVIDIA driver version of the machine, e.g. 570.124.06.")
+@click.option("--json", "as_json", is_flag=True, help="Print {ok, findings, plan} as JSON.")
+@handle_errors
+def check_cmd(profile: str, targets: tuple[str, ...], driver: str | None, as_json: bool) -> None:
+    """Resolve PROFILE (a built-in name or a .toml path) into a plan and check it against the targets."""
+    from envbuild.plan import check
+    from envbuild.profile import load_profile
+
+    result = check(load_profile(profile), targets=targets or None, driver=driver)
+    if as_json:
+        click.echo(json.dumps(result_json(result), indent=2, sort_keys=True))
+    else:
+        _print_human(result)
+    sys.exit(EXIT_OK if result.ok else EXIT_FINDINGS)

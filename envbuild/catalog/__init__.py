@@ -1,0 +1,138 @@
+"""The sourced catalog: cards, torch releases, CUDA/ROCm toolkits, base images, OS/Python, Blender.
+
+The data lives in TOML files under ``envbuild/data/`` (one source and tier per row); this package
+loads them once (cached) into typed frozen models and answers look-ups for the planner.
+
+    >>> from envbuild.catalog import load_catalog
+    >>> load_catalog().card("h100").arch
+    'sm_90'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from packaging.version import Version
+
+from envbuild.catalog.loader import load_files
+from envbuild.catalog.models import (
+    BlenderCatalog,
+    BlenderSeries,
+    CardEntry,
+    CudaFamily,
+    CudaToolkit,
+    CudaWheel,
+    OsEntry,
+    PatchEntry,
+    Release,
+    RocmVersion,
+    RocmWheel,
+    Tier,
+    Toolkits,
+    TorchCatalog,
+    sm_cc,
+)
+from envbuild.resources import catalog_dir
+
+__all__ = [
+    "BlenderSeries",
+    "CardEntry",
+    "Catalog",
+    "CudaFamily",
+    "CudaToolkit",
+    "CudaWheel",
+    "OsEntry",
+    "PatchEntry",
+    "Release",
+    "RocmVersion",
+    "RocmWheel",
+    "Tier",
+    "load_catalog",
+    "sm_cc",
+]
+
+
+@dataclass(frozen=True)
+class Catalog:
+    cards: tuple[CardEntry, ...]
+    torch: TorchCatalog
+    toolkits: Toolkits
+    oses: tuple[OsEntry, ...]
+    blender: BlenderCatalog
+
+    # ---- cards -----------------------------------------------------------------------------------
+    def card_ids(self) -> list[str]:
+        return [c.id for c in self.cards]
+
+    def card(self, card_id: str) -> CardEntry | None:
+        return next((c for c in self.cards if c.id == card_id), None)
+
+    # ---- torch -----------------------------------------------------------------------------------
+    @property
+    def releases(self) -> tuple[Release, ...]:
+        return self.torch.release
+
+    def release_versions(self) -> list[str]:
+        return [p.version for r in self.releases for p in r.patch]
+
+    def find_torch(self, version: str) -> tuple[Release, PatchEntry] | None:
+        """An exact patch (``2.7.1``) or a series (``2.7`` -> its newest patch)."""
+        for rel in self.releases:
+            for patch in rel.patch:
+                if patch.version == version:
+                    return rel, patch
+            if rel.series == version:
+                newest = max(rel.patch, key=lambda p: Version(p.version))
+                return rel, newest
+        return None
+
+    def index_url(self, variant: str) -> str:
+        return self.torch.index_url.format(variant=variant)
+
+    # ---- toolkits --------------------------------------------------------------------------------
+    def cuda_toolkit(self, variant: str) -> CudaToolkit | None:
+        return next((t for t in self.toolkits.cuda if t.variant == variant), None)
+
+    def cuda_family(self, major: int) -> CudaFamily | None:
+        return next((f for f in self.toolkits.family if f.major == major), None)
+
+    def rocm_version(self, variant: str) -> RocmVersion | None:
+        return next((t for t in self.toolkits.rocm if t.variant == variant), None)
+
+    def cuda_image(self, toolkit: CudaToolkit, flavor: str, os_id: str) -> str:
+        tag = toolkit.image_tag.format(flavor=flavor, os=os_id)
+        return f"{self.toolkits.image_repository}:{tag}"
+
+    def rocm_image(self, rocm: RocmVersion, os_id: str, *, complete: bool) -> str:
+        img = self.toolkits.rocm_image
+        repo = img.repository.format(os=os_id.replace("ubuntu", "ubuntu-"))
+        tag = (img.complete_tag if complete else img.tag).format(tag=rocm.image_tag)
+        return f"{repo}:{tag}"
+
+    # ---- platform / blender ----------------------------------------------------------------------
+    def os(self, os_id: str) -> OsEntry | None:
+        return next((o for o in self.oses if o.id == os_id), None)
+
+    def blender_series(self, version: str) -> BlenderSeries | None:
+        series = ".".join(version.split(".")[:2])
+        return next((s for s in self.blender.series if s.series == series), None)
+
+    def blender_urls(self, version: str) -> tuple[str, str]:
+        series = ".".join(version.split(".")[:2])
+        return (
+            self.blender.url.format(series=series, version=version),
+            self.blender.sha256_url.format(series=series, version=version),
+        )
+
+
+@cache
+def _load(directory: Path) -> Catalog:
+    cards, torch, toolkits, platform, blender = load_files(directory)
+    return Catalog(cards=cards.card, torch=torch, toolkits=toolkits, oses=platform.os, blender=blender)
+
+
+def load_catalog(directory: Path | None = None) -> Catalog:
+    """Load (once, cached) and validate the catalog; ``directory`` defaults to the packaged data."""
+    return _load((directory or catalog_dir()).resolve())

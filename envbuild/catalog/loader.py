@@ -1,0 +1,142 @@
+"""Load the catalog TOML files once, validate every row, and cross-check references.
+
+A malformed row raises :class:`envbuild.errors.CatalogError` naming the file, the row (with its id)
+and the key; that is a bug in envbuild's shipped data, never in the user's input.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from envbuild.catalog.models import (
+    BlenderCatalog,
+    CardEntry,
+    OsEntry,
+    Toolkits,
+    TorchCatalog,
+)
+from envbuild.errors import CatalogError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+M = TypeVar("M", bound=BaseModel)
+
+FILES = ("cards.toml", "torch.toml", "toolkits.toml", "platform.toml", "blender.toml")
+
+
+class CardsFile(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    card: tuple[CardEntry, ...] = Field(min_length=1)
+
+
+class PlatformFile(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    os: tuple[OsEntry, ...] = Field(min_length=1)
+
+
+def _row_label(data: Any, loc: tuple[int | str, ...]) -> str:
+    """``('card', 3, 'memory_gib')`` -> ``card[3] (id 'h100'): memory_gib``."""
+    parts: list[str] = []
+    node: Any = data
+    row_id = ""
+    for item in loc:
+        if isinstance(item, int):
+            parts[-1] = f"{parts[-1]}[{item}]" if parts else f"[{item}]"
+        else:
+            parts.append(item)
+        try:
+            node = node[item]
+        except (KeyError, IndexError, TypeError):
+            node = None
+        if isinstance(node, dict):
+            for key in ("id", "variant", "version", "series", "major"):
+                if key in node:
+                    row_id = f"{parts[-1]} ({key} {node[key]!r})"
+                    break
+    where = ".".join(parts) or "(top level)"
+    return f"{where} [{row_id}]" if row_id and row_id.split(" (")[0] != where else where
+
+
+def _load(path: Path, model: type[M]) -> M:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise CatalogError(f"{path}: cannot read catalog file: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogError(f"{path}: not valid TOML: {exc}") from None
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors()[:5]:
+            lines.append(f"{path.name}: {_row_label(data, tuple(err['loc']))}: {err['msg']}")
+        more = len(exc.errors()) - len(lines)
+        tail = f"\n  ... and {more} more" if more > 0 else ""
+        raise CatalogError(f"malformed catalog row in {path}:\n  " + "\n  ".join(lines) + tail) from None
+
+
+def _unique(file: str, kind: str, keys: list[str]) -> None:
+    seen: set[str] = set()
+    for i, key in enumerate(keys):
+        if key in seen:
+            raise CatalogError(f"{file}: {kind}[{i}]: duplicate {key!r}")
+        seen.add(key)
+
+
+def load_files(directory: Path) -> tuple[CardsFile, TorchCatalog, Toolkits, PlatformFile, BlenderCatalog]:
+    cards = _load(directory / "cards.toml", CardsFile)
+    torch = _load(directory / "torch.toml", TorchCatalog)
+    toolkits = _load(directory / "toolkits.toml", Toolkits)
+    platform = _load(directory / "platform.toml", PlatformFile)
+    blender = _load(directory / "blender.toml", BlenderCatalog)
+
+    _unique("cards.toml", "card", [c.id for c in cards.card])
+    _unique("torch.toml", "release", [r.series for r in torch.release])
+    _unique("toolkits.toml", "cuda", [t.variant for t in toolkits.cuda])
+    _unique("toolkits.toml", "rocm", [t.variant for t in toolkits.rocm])
+    _unique("platform.toml", "os", [o.id for o in platform.os])
+    _unique("blender.toml", "series", [s.series for s in blender.series])
+
+    cuda_variants = {t.variant for t in toolkits.cuda}
+    rocm_variants = {t.variant for t in toolkits.rocm}
+    majors = {f.major for f in toolkits.family}
+    for i, tk in enumerate(toolkits.cuda):
+        if tk.major not in majors:
+            raise CatalogError(
+                f"toolkits.toml: cuda[{i}] ({tk.variant}): no [[family]] row for CUDA {tk.major}.x"
+            )
+        if tk.variant != "cu" + tk.version.replace(".", ""):
+            raise CatalogError(
+                f"toolkits.toml: cuda[{i}] ({tk.variant}): version {tk.version} does not match"
+            )
+    for i, rel in enumerate(torch.release):
+        where = f"torch.toml: release[{i}] (series {rel.series!r})"
+        patches = [p.version for p in rel.patch]
+        for p in patches:
+            if not p.startswith(rel.series + "."):
+                raise CatalogError(f"{where}: patch {p!r} is not in series {rel.series}")
+        for j, wheel in enumerate(rel.cuda):
+            if wheel.variant not in cuda_variants:
+                raise CatalogError(
+                    f"{where}: cuda[{j}]: variant {wheel.variant!r} has no row in toolkits.toml"
+                )
+            bad = [p for p in wheel.only_patches if p not in patches]
+            if bad:
+                raise CatalogError(f"{where}: cuda[{j}]: only_patches names unknown patch {bad[0]!r}")
+        for j, rwheel in enumerate(rel.rocm):
+            if rwheel.variant not in rocm_variants:
+                raise CatalogError(
+                    f"{where}: rocm[{j}]: variant {rwheel.variant!r} has no row in toolkits.toml"
+                )
+        if rel.pypi_default_cuda not in {w.variant for w in rel.cuda}:
+            raise CatalogError(
+                f"{where}: pypi_default_cuda {rel.pypi_default_cuda!r} is not one of its cuda variants"
+            )
+    return cards, torch, toolkits, platform, blender

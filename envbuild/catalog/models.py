@@ -1,0 +1,311 @@
+"""Typed, frozen rows of the catalog (the TOML files in ``envbuild/data/``).
+
+Every row carries ``tier`` (P primary, S secondary, unconfirmed) and ``source`` (the citation copied
+from the design's compat-facts).  Field validators reject malformed values at load time, so the
+planner can rely on shapes (``sm_90``, ``gfx942``, ``570.124.06``, ``cu128``, ``rocm6.2.4``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from envbuild.models import Card, OsId, Vendor
+
+Tier = Literal["P", "S", "unconfirmed"]
+
+_SERIES = re.compile(r"^\d+\.\d+$")
+_VERSION = re.compile(r"^\d+\.\d+(\.\d+)?$")
+_DRIVER = re.compile(r"^\d{3}(\.\d{1,3}){0,2}$")
+_CUDA_VARIANT = re.compile(r"^cu\d{3}$")
+_ROCM_VARIANT = re.compile(r"^rocm\d+\.\d+(\.\d+)?$")
+_SM = re.compile(r"^sm_(\d+)(\d)$")
+_GFX = re.compile(r"^gfx[0-9a-f]{3,4}$")
+_ARCH_ITEM = re.compile(r"^\d+\.\d(\+PTX)?$")
+_APT = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
+
+
+class Row(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tier: Tier
+    source: str = Field(min_length=3)
+
+
+def _check(pattern: re.Pattern[str], value: str, what: str) -> str:
+    if not pattern.match(value):
+        raise ValueError(f"{value!r} is not a valid {what}")
+    return value
+
+
+def sm_cc(arch: str) -> tuple[int, int]:
+    """``sm_89`` -> (8, 9); ``sm_120`` -> (12, 0)."""
+    m = _SM.match(arch)
+    if not m:
+        raise ValueError(f"{arch!r} is not an sm_XY arch")
+    return int(m.group(1)), int(m.group(2))
+
+
+class CardEntry(Row):
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    name: str
+    vendor: Vendor
+    arch: str
+    memory_gib: float = Field(ge=0)
+    cards_per_lot: int = Field(ge=1, le=16)
+    bf16_tflops: float | None = None
+    bandwidth_gbs: float | None = None
+    min_cuda: str | None = None
+    min_rocm: str | None = None
+    min_rocm_tier: Tier = "P"
+    min_driver: str | None = None
+    host_arch: Literal["x86_64", "aarch64"] = "x86_64"
+
+    @field_validator("arch")
+    @classmethod
+    def _arch(cls, v: str) -> str:
+        if v == "" or _SM.match(v) or _GFX.match(v):
+            return v
+        raise ValueError(f"{v!r} is not an arch (sm_XY, gfxNNN, or empty for cpu)")
+
+    @field_validator("min_cuda", "min_rocm")
+    @classmethod
+    def _ver(cls, v: str | None) -> str | None:
+        return None if v is None else _check(_VERSION, v, "version")
+
+    @field_validator("min_driver")
+    @classmethod
+    def _drv(cls, v: str | None) -> str | None:
+        return None if v is None else _check(_DRIVER, v, "driver version")
+
+    @property
+    def cc(self) -> tuple[int, int] | None:
+        return sm_cc(self.arch) if self.vendor == "nvidia" else None
+
+    @property
+    def card(self) -> Card:
+        return Card(
+            id=self.id,
+            name=self.name,
+            vendor=self.vendor,
+            arch=self.arch,
+            memory_gib=self.memory_gib,
+            cards_per_lot=self.cards_per_lot,
+            bf16_tflops=self.bf16_tflops,
+            bandwidth_gbs=self.bandwidth_gbs,
+            min_cuda=self.min_cuda,
+            min_rocm=self.min_rocm,
+            min_driver=self.min_driver,
+            source=f"{self.source} [{self.tier}]",
+        )
+
+
+class PatchEntry(Row):
+    version: str
+    torchvision: str
+    torchaudio: str | None = None
+    triton: str
+
+    @field_validator("version", "torchvision", "torchaudio", "triton")
+    @classmethod
+    def _ver(cls, v: str | None) -> str | None:
+        return None if v is None else _check(_VERSION, v, "version")
+
+
+class CudaWheel(Row):
+    variant: str
+    arch_list: str  # TORCH_CUDA_ARCH_LIST as written upstream: "7.5;8.0;...;12.0+PTX"
+    only_patches: tuple[str, ...] = ()
+
+    @field_validator("variant")
+    @classmethod
+    def _variant(cls, v: str) -> str:
+        return _check(_CUDA_VARIANT, v, "CUDA wheel variant (cuNNN)")
+
+    @field_validator("arch_list")
+    @classmethod
+    def _archs(cls, v: str) -> str:
+        items = v.split(";")
+        for item in items:
+            _check(_ARCH_ITEM, item, "TORCH_CUDA_ARCH_LIST entry (X.Y or X.Y+PTX)")
+        if any("+PTX" in item for item in items[:-1]):
+            raise ValueError("+PTX may only follow the last arch")
+        return v
+
+    @property
+    def archs(self) -> tuple[str, ...]:
+        """``("sm_75", ..., "sm_120+PTX")``."""
+        return tuple("sm_" + item.replace(".", "") for item in self.arch_list.split(";"))
+
+    @property
+    def cubins(self) -> tuple[tuple[int, int], ...]:
+        out = []
+        for item in self.arch_list.split(";"):
+            major, minor = item.removesuffix("+PTX").split(".")
+            out.append((int(major), int(minor)))
+        return tuple(out)
+
+    @property
+    def ptx(self) -> tuple[int, int] | None:
+        last = self.arch_list.split(";")[-1]
+        if not last.endswith("+PTX"):
+            return None
+        major, minor = last.removesuffix("+PTX").split(".")
+        return int(major), int(minor)
+
+
+class RocmWheel(Row):
+    variant: str
+    gfx: str
+
+    @field_validator("variant")
+    @classmethod
+    def _variant(cls, v: str) -> str:
+        return _check(_ROCM_VARIANT, v, "ROCm wheel variant (rocmX.Y[.Z])")
+
+    @field_validator("gfx")
+    @classmethod
+    def _gfx(cls, v: str) -> str:
+        for item in v.split(";"):
+            _check(_GFX, item, "gfx target")
+        return v
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        return tuple(self.gfx.split(";"))
+
+
+class Release(Row):
+    series: str
+    status: Literal["ga", "unconfirmed"]
+    python: tuple[str, ...] = Field(min_length=1)
+    python_experimental: tuple[str, ...] = ()
+    pypi_default_cuda: str
+    min_glibc: str
+    patch: tuple[PatchEntry, ...] = Field(min_length=1)
+    cuda: tuple[CudaWheel, ...] = ()
+    rocm: tuple[RocmWheel, ...] = ()
+
+    @field_validator("series")
+    @classmethod
+    def _series(cls, v: str) -> str:
+        return _check(_SERIES, v, "release series (X.Y)")
+
+    @field_validator("python", "python_experimental")
+    @classmethod
+    def _py(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for item in v:
+            _check(_SERIES, item, "Python version (3.X)")
+        return v
+
+
+class TorchCatalog(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    index_url: str = Field(pattern=r"^https://[^\s]+\{variant\}$")
+    index_source: str
+    release: tuple[Release, ...] = Field(min_length=1)
+
+
+class CudaFamily(Row):
+    major: int
+    driver: str = Field(pattern=_DRIVER.pattern)
+
+
+class CudaToolkit(Row):
+    variant: str = Field(pattern=_CUDA_VARIANT.pattern)
+    version: str = Field(pattern=_SERIES.pattern)
+    image_version: str = Field(pattern=r"^\d+\.\d+\.\d+$")
+    image_tag: str = Field(pattern=r"^[0-9a-z.{}-]+$")
+    image_os: tuple[OsId, ...] = Field(min_length=1)
+    ga_driver: str = Field(pattern=_DRIVER.pattern)
+    driver: str = Field(pattern=_DRIVER.pattern)
+
+    @property
+    def major(self) -> int:
+        return int(self.version.split(".")[0])
+
+
+class RocmImage(Row):
+    repository: str
+    tag: str
+    complete_tag: str
+
+
+class RocmVersion(Row):
+    variant: str = Field(pattern=_ROCM_VARIANT.pattern)
+    version: str = Field(pattern=_VERSION.pattern)
+    image_tag: str = Field(pattern=r"^[0-9.]+$")
+    image_os: tuple[OsId, ...] = Field(min_length=1)
+
+
+class Toolkits(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    image_repository: str
+    image_source: str
+    family: tuple[CudaFamily, ...] = Field(min_length=1)
+    cuda: tuple[CudaToolkit, ...] = Field(min_length=1)
+    rocm_image: RocmImage
+    rocm: tuple[RocmVersion, ...] = Field(min_length=1)
+
+
+class OsEntry(Row):
+    id: OsId
+    name: str
+    image: str
+    release_id: str
+    release_version: str
+    glibc: str = Field(pattern=r"^2\.\d+$")
+    system_python: str = Field(pattern=_SERIES.pattern)
+    deadsnakes: tuple[str, ...] = ()
+
+    @property
+    def pythons(self) -> tuple[str, ...]:
+        return (self.system_python, *self.deadsnakes)
+
+
+class BlenderSeries(Row):
+    series: str = Field(pattern=_SERIES.pattern)
+    cuda_cubins: tuple[str, ...]
+    cuda_ptx: str | None = Field(default=None, pattern=r"^compute_\d+$")
+    cuda_min_cc: str = Field(pattern=r"^\d+\.\d$")
+    optix_min_cc: str = Field(pattern=r"^\d+\.\d$")
+    optix_min_driver: str = Field(pattern=_DRIVER.pattern)
+    hip_min_major: int
+    hip_kernels: tuple[str, ...]
+
+    @field_validator("cuda_cubins")
+    @classmethod
+    def _cubins(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for item in v:
+            _check(_SM, item, "sm_XY cubin")
+        return v
+
+    @field_validator("hip_kernels")
+    @classmethod
+    def _hip(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for item in v:
+            _check(_GFX, item, "gfx target")
+        return v
+
+
+class BlenderCatalog(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    url: str = Field(pattern=r"^https://[^\s]+$")
+    sha256_url: str = Field(pattern=r"^https://[^\s]+$")
+    url_tier: Tier
+    url_source: str
+    runtime_apt: tuple[str, ...]
+    runtime_apt_source: str
+    series: tuple[BlenderSeries, ...] = Field(min_length=1)
+
+    @field_validator("runtime_apt")
+    @classmethod
+    def _apt(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for item in v:
+            _check(_APT, item, "apt package name")
+        return v

@@ -1,0 +1,116 @@
+"""The planner: resolve a profile + target cards into a :class:`Plan` and check it.
+
+``check(profile, targets=None, driver=None)`` never touches the network, torch or docker; it reads
+the sourced catalog (``envbuild.catalog``) and returns every finding at once.  Unknown target ids and
+malformed ``--driver`` values are usage errors (:class:`envbuild.errors.UsageError`).
+
+Decisions (documented here, tested in tests/test_plan_*.py):
+
+* ``targets`` (from the CLI) replace ``profile.accelerator.targets``; a cpu profile without targets
+  plans for the ``cpu`` pseudo-card.
+* backend cuda/rocm on a card of the other vendor, or on ``cpu``, is an error; backend ``cpu`` on a
+  GPU card is a warning (the card would sit idle, nothing breaks).
+* without ``accelerator.version`` the CUDA variant is the PyPI default of the release, unless that
+  build lacks cubins for a target and another published variant has them (an info says so); ROCm
+  takes the newest published ROCm variant.
+* ``compiles`` is true when torch is declared and ``validate.compile_extensions`` is on, or when a
+  requirement must be built (VCS URL, sdist URL, ``--no-binary``); it selects the devel/complete base.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from envbuild.catalog import load_catalog
+from envbuild.errors import CatalogError, UsageError, choices
+from envbuild.models import CheckResult, Plan, Profile
+from envbuild.plan import environment, hardware, packages, resolve
+from envbuild.plan.blender import check_blender
+from envbuild.plan.context import Context
+from envbuild.plan.findings import Findings
+from envbuild.plan.versions import validate_driver
+
+__all__ = ["check"]
+
+
+def _targets(profile: Profile, targets: Sequence[str] | None) -> list[str]:
+    ids = list(targets) if targets else list(profile.accelerator.targets)
+    return list(dict.fromkeys(ids))
+
+
+def check(profile: Profile, targets: Sequence[str] | None = None, driver: str | None = None) -> CheckResult:
+    """Resolve and check ``profile`` for ``targets`` (card ids) and an optional NVIDIA ``driver``."""
+    catalog = load_catalog()
+    if driver is not None:
+        validate_driver(driver)
+    ids = _targets(profile, targets)
+    unknown = [i for i in ids if catalog.card(i) is None]
+    if unknown:
+        raise UsageError(
+            f"unknown target {unknown[0]!r}; valid targets: {choices(catalog.card_ids())} (see `envbuild "
+            "targets`)"
+        )
+    cards = [c for i in ids if (c := catalog.card(i)) is not None]
+    if not cards and profile.accelerator.backend == "cpu":
+        cpu = catalog.card("cpu")
+        cards = [cpu] if cpu else []
+    os_entry = catalog.os(profile.base.os)
+    if os_entry is None:
+        raise CatalogError(f"platform.toml: no row for OS {profile.base.os!r}")
+
+    out = Findings()
+    ctx = Context(catalog=catalog, profile=profile, cards=cards, os=os_entry, driver=driver)
+    resolve.resolve_torch(ctx, out)
+    if ctx.patch is None:
+        resolve.resolve_toolkit_without_torch(ctx, out)
+    builds, vcs = packages.check_requirement_urls(ctx, out)
+    ctx.compiles = builds or (ctx.patch is not None and profile.validate_.compile_extensions)
+    packages.resolve_pins(ctx, out)
+    hardware.check_vendor(ctx, out)
+    hardware.check_arch(ctx, out)
+    hardware.check_toolkit_minimums(ctx, out)
+    hardware.check_driver(ctx, out)
+    hardware.check_memory_and_lots(ctx, out)
+    provision = environment.python_provision(ctx, out)
+    image, flavor = environment.base_image(ctx, out)
+    environment.check_glibc(ctx, out)
+    blender_version, blender_url, blender_sha = check_blender(ctx, out)
+
+    if ctx.cuda_wheel is not None:
+        arch_list = ctx.cuda_wheel.archs
+    elif ctx.rocm_wheel is not None:
+        arch_list = ctx.rocm_wheel.targets
+    else:
+        arch_list = ()
+    if ctx.toolkit is not None and ctx.backend == "cuda":
+        acc_version: str | None = ctx.toolkit.version
+    elif ctx.rocm is not None and ctx.backend == "rocm":
+        acc_version = ctx.rocm.version
+    else:
+        acc_version = profile.accelerator.version if ctx.backend != "cpu" else None
+    plan = Plan(
+        profile=profile,
+        targets=tuple(c.card for c in cards),
+        os=os_entry.id,
+        os_name=os_entry.name,
+        base_image=image,
+        base_flavor=flavor,
+        python_version=profile.python.version,
+        python_provision=provision,
+        backend=profile.accelerator.backend,
+        accelerator_version=acc_version,
+        torch_variant=ctx.variant if ctx.patch is not None else None,
+        torch_version=ctx.patch.version if ctx.patch is not None else None,
+        index_urls=packages.index_urls(ctx),
+        pins=tuple(ctx.pins),
+        requirements=tuple(ctx.requirements),
+        apt=environment.apt_packages(ctx, provision, vcs=vcs),
+        torch_arch_list=arch_list,
+        required_archs=tuple(sorted({c.arch for c in cards if c.arch})),
+        min_driver=hardware.min_driver(ctx),
+        compiles=ctx.compiles,
+        blender_version=blender_version,
+        blender_url=blender_url,
+        blender_sha256_url=blender_sha,
+    )
+    return CheckResult(plan=plan, findings=out.result())

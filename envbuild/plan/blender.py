@@ -1,0 +1,99 @@
+"""Blender: the series must be known; each requested Cycles device must work on every target card."""
+
+from __future__ import annotations
+
+from envbuild.catalog import BlenderSeries, CardEntry
+from envbuild.errors import choices
+from envbuild.plan.context import Context
+from envbuild.plan.findings import Findings
+from envbuild.plan.versions import driver_at_least, gfx_major
+
+
+def _cc(text: str) -> tuple[int, int]:
+    major, minor = text.split(".")
+    return int(major), int(minor)
+
+
+def _sm(text: str) -> tuple[int, int]:
+    digits = text.removeprefix("sm_").removeprefix("compute_")
+    return int(digits[:-1]), int(digits[-1])
+
+
+def check_blender(ctx: Context, out: Findings) -> tuple[str | None, str | None, str | None]:
+    """Returns (version, url, sha256_url)."""
+    version = ctx.profile.blender.version
+    if not version:
+        return None, None, None
+    series = ctx.catalog.blender_series(version)
+    if series is None:
+        out.error(
+            "E-BLENDER-UNKNOWN",
+            f"blender.version {version!r}: series not in the catalog; choose one of "
+            f"{choices(s.series for s in ctx.catalog.blender.series)}",
+        )
+        return version, None, None
+    if series.tier == "unconfirmed":
+        out.warning("W-BLENDER-UNCONFIRMED", f"Blender {series.series}: {series.source}")
+    url, sha = ctx.catalog.blender_urls(version)
+    for device in ctx.profile.blender.devices:
+        for card in ctx.cards:
+            _device(ctx, out, series, device, card)
+    return version, url, sha
+
+
+def _device(ctx: Context, out: Findings, s: BlenderSeries, device: str, card: CardEntry) -> None:
+    name = f"Blender {s.series} {device} on {card.name}"
+    if device == "CPU":
+        return
+    if device == "ONEAPI":
+        out.error(
+            "E-BLENDER-DEVICE", f"{name}: oneAPI renders on Intel Arc GPUs only; use CPU, CUDA or OPTIX"
+        )
+        return
+    if device in {"CUDA", "OPTIX"}:
+        if card.vendor != "nvidia" or card.cc is None:
+            alt = (
+                "HIP is not available on AMD Instinct either: render with CPU"
+                if card.vendor == "amd"
+                else "CPU"
+            )
+            out.error("E-BLENDER-DEVICE", f"{name}: {device} needs an NVIDIA GPU; {alt}")
+            return
+        cc = card.cc
+        if device == "OPTIX":
+            if cc < _cc(s.optix_min_cc):
+                out.error("E-BLENDER-DEVICE", f"{name}: OptiX needs compute capability >= {s.optix_min_cc}")
+            elif ctx.driver and not driver_at_least(ctx.driver, s.optix_min_driver):
+                out.error(
+                    "E-BLENDER-OPTIX-DRIVER",
+                    f"{name}: OptiX needs driver >= {s.optix_min_driver}; driver {ctx.driver} is older",
+                )
+            return
+        if cc < _cc(s.cuda_min_cc):
+            out.error("E-BLENDER-DEVICE", f"{name}: CUDA needs compute capability >= {s.cuda_min_cc}")
+            return
+        cubins = [_sm(c) for c in s.cuda_cubins]
+        if any(c[0] == cc[0] and c[1] <= cc[1] for c in cubins):
+            return
+        if s.cuda_ptx and _sm(s.cuda_ptx) <= cc:
+            out.warning(
+                "W-BLENDER-PTX-JIT",
+                f"{name}: no {card.arch} cubin in Blender {s.series}; CUDA JIT-compiles the {s.cuda_ptx} "
+                "PTX at "
+                "first use (startup delay, needs a driver able to JIT it); OPTIX compiles at runtime and "
+                "works",
+            )
+            return
+        out.error("E-BLENDER-DEVICE", f"{name}: no {card.arch} kernels and no usable PTX; use OPTIX or CPU")
+        return
+    # HIP
+    if card.vendor != "amd":
+        out.error("E-BLENDER-DEVICE", f"{name}: HIP needs an AMD GPU; use CUDA/OPTIX on NVIDIA or CPU")
+        return
+    if gfx_major(card.arch) < s.hip_min_major or card.arch not in s.hip_kernels:
+        out.error(
+            "E-BLENDER-HIP-UNSUPPORTED",
+            f"{name}: Blender ships no HIP kernels for {card.arch} (AMD Instinct is not a Blender HIP target"
+            + (f"; from {s.series} gfx9 devices are filtered out" if s.hip_min_major > 9 else "")
+            + "); render with CPU on this card",
+        )

@@ -1,0 +1,116 @@
+"""Rules and choices about the image: Python provisioning, base image and flavor, glibc, apt list."""
+
+from __future__ import annotations
+
+from envbuild.errors import choices
+from envbuild.plan.context import Context
+from envbuild.plan.findings import Findings
+from envbuild.plan.versions import version_tuple
+
+
+def python_provision(ctx: Context, out: Findings) -> str:
+    os_, py = ctx.os, ctx.python
+    if ctx.release is not None:
+        rel = ctx.release
+        if py not in rel.python:
+            out.error(
+                "E-PYTHON-NO-WHEEL",
+                f"torch {ctx.patch.version if ctx.patch else rel.series} has no wheel for Python {py}; its "
+                "wheels "
+                f"cover Python {rel.python[0]}-{rel.python[-1]}: set python.version to one of "
+                f"{choices(v for v in rel.python if v in os_.pythons) or choices(rel.python)}",
+            )
+        elif py in rel.python_experimental:
+            out.warning(
+                "W-PYTHON-EXPERIMENTAL",
+                f"torch {rel.series} supports Python {py} only experimentally (release notes)",
+            )
+    if py == os_.system_python:
+        return "system"
+    if py in os_.deadsnakes:
+        return "deadsnakes"
+    others = [o for o in ctx.catalog.oses if py in o.pythons]
+    alt = f"; Python {py} is available on {', '.join(o.id for o in others)}" if others else ""
+    out.error(
+        "E-PYTHON-OS",
+        f"Python {py} cannot be provisioned on {os_.name}: it offers {os_.system_python} (system)"
+        + (f" and {', '.join(os_.deadsnakes)} (deadsnakes PPA)" if os_.deadsnakes else "")
+        + f"; set python.version to one of {choices(os_.pythons)}{alt}",
+    )
+    return "system"
+
+
+def base_image(ctx: Context, out: Findings) -> tuple[str, str]:
+    """(image, flavor)."""
+    explicit = ctx.profile.base.image
+    if explicit:
+        out.info(
+            "I-BASE-EXPLICIT",
+            f"base.image {explicit} is used as given; envbuild assumes it is {ctx.os.name} with apt, and "
+            "does "
+            "not check its CUDA/ROCm libraries",
+        )
+        return explicit, "explicit"
+    os_id = ctx.os.id
+    if ctx.backend == "cuda" and ctx.toolkit is not None:
+        tk = ctx.toolkit
+        flavor = "devel" if ctx.compiles else "runtime"
+        if os_id not in tk.image_os:
+            out.error(
+                "E-BASE-UNAVAILABLE",
+                f"{ctx.catalog.toolkits.image_repository} has no CUDA {tk.image_version} image for {os_id} "
+                f"(catalog: {', '.join(tk.image_os)}); set base.os to one of {choices(tk.image_os)} or "
+                "base.image",
+            )
+        return ctx.catalog.cuda_image(tk, flavor, os_id), f"cuda-{flavor}"
+    if ctx.backend == "rocm" and ctx.rocm is not None:
+        rv = ctx.rocm
+        if os_id not in rv.image_os:
+            out.error(
+                "E-BASE-UNAVAILABLE",
+                f"no ROCm {rv.version} dev image for {os_id} (catalog: {', '.join(rv.image_os)}); set "
+                "base.os to "
+                f"one of {choices(rv.image_os)} or base.image",
+            )
+        flavor = "rocm-complete" if ctx.compiles else "rocm-dev"
+        return ctx.catalog.rocm_image(rv, os_id, complete=ctx.compiles), flavor
+    if ctx.backend != "cpu":
+        out.warning(
+            "W-BASE-OS",
+            f"no {ctx.backend} toolkit could be resolved: falling back to the plain OS image {ctx.os.image}",
+        )
+    return ctx.os.image, "os"
+
+
+def check_glibc(ctx: Context, out: Findings) -> None:
+    if ctx.release is None:
+        return
+    need = ctx.release.min_glibc
+    if version_tuple(ctx.os.glibc) < version_tuple(need):
+        out.error(
+            "E-GLIBC",
+            f"torch {ctx.release.series} Linux wheels need glibc >= {need} "
+            f"(manylinux_2_{need.split('.')[1]}); "
+            f"{ctx.os.name} has {ctx.os.glibc}",
+        )
+
+
+def apt_packages(ctx: Context, provision: str, *, vcs: bool) -> tuple[str, ...]:
+    py = ctx.python
+    pkgs = {"ca-certificates"}
+    if provision == "deadsnakes":
+        pkgs |= {f"python{py}", f"python{py}-venv"}
+        dev = f"python{py}-dev"
+    else:
+        pkgs |= {"python3", "python3-venv"}
+        dev = "python3-dev"
+    if ctx.compiles:
+        pkgs |= {"g++", dev}
+        if ctx.patch is not None:
+            pkgs.add("ninja-build")
+    if vcs:
+        pkgs.add("git")
+    if ctx.profile.blender.version:
+        pkgs |= set(ctx.catalog.blender.runtime_apt)
+    pkgs |= set(ctx.profile.system.apt)
+    return tuple(sorted(pkgs))

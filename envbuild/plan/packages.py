@@ -1,0 +1,202 @@
+"""Torch-family pins (with the local variant tag), companions, the user's requirement lines, indexes."""
+
+from __future__ import annotations
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from envbuild.errors import choices
+from envbuild.models import IndexUrl, Pin, RequirementLine
+from envbuild.plan.context import Context
+from envbuild.plan.findings import Findings
+from envbuild.plan.versions import is_sdist_or_vcs, wheel_problem
+
+PYPI = "https://pypi.org/simple"
+COMPANIONS = ("torchvision", "torchaudio", "triton", "pytorch-triton-rocm")
+FAMILY = frozenset({"torch", *COMPANIONS})
+
+
+def _release_versions(ctx: Context) -> dict[str, tuple[str, str | None]]:
+    """name -> (version, local tag) of what this torch release pairs with on this variant."""
+    assert ctx.patch is not None
+    local = ctx.variant
+    out: dict[str, tuple[str, str | None]] = {"torch": (ctx.patch.version, local)}
+    out["torchvision"] = (ctx.patch.torchvision, local)
+    if ctx.patch.torchaudio:
+        out["torchaudio"] = (ctx.patch.torchaudio, local)
+    if ctx.backend == "rocm":
+        out["pytorch-triton-rocm"] = (ctx.patch.triton, None)
+    else:
+        out["triton"] = (ctx.patch.triton, None)
+    return out
+
+
+def _matches(req: Requirement, version: str, local: str | None) -> bool:
+    full = Version(f"{version}+{local}" if local else version)
+    return req.specifier.contains(full, prereleases=True)
+
+
+def resolve_pins(ctx: Context, out: Findings) -> None:
+    if ctx.patch is None or ctx.variant is None:
+        return
+    pairs = _release_versions(ctx)
+    src = f"catalog: {ctx.patch.source} [{ctx.patch.tier}]"
+    wanted: dict[str, str] = {"torch": f"{ctx.torch_label} (torch.version)"}
+    if ctx.backend == "cuda":
+        wanted["triton"] = f"required by the {ctx.variant} torch wheel on Linux"
+    elif ctx.backend == "rocm":
+        wanted["pytorch-triton-rocm"] = "required by the ROCm torch wheel (not PyPI triton)"
+    for i, text in enumerate(ctx.profile.torch.packages):
+        where = f"torch.packages[{i}]"
+        try:
+            req = Requirement(text)
+        except InvalidRequirement as exc:
+            out.error("E-COMPANION-INVALID", f"{where}: {text!r} is not a requirement ({exc})")
+            continue
+        name = canonicalize_name(req.name)
+        _companion(ctx, out, where, req, name, pairs, wanted)
+    for line in ctx.profile.python.lines:
+        family = line.kind == "requirement" and line.name and canonicalize_name(line.name) in FAMILY
+        if family and not _user_line(ctx, out, line, pairs, wanted):
+            continue
+        ctx.requirements.append(line)
+    order = ["torch", *COMPANIONS]
+    for pin_name in sorted(wanted, key=order.index):
+        version, local = pairs[pin_name]
+        ctx.pins.append(Pin(name=pin_name, version=version, local=local, reason=f"{wanted[pin_name]}; {src}"))
+    if ctx.patch.tier == "unconfirmed" and "torchvision" in wanted:
+        out.info(
+            "I-PIN-UNCONFIRMED",
+            f"torchvision {ctx.patch.torchvision} for torch {ctx.patch.version} follows the pairing rule "
+            "but was "
+            "not seen in a stored source",
+        )
+
+
+def _companion(
+    ctx: Context,
+    out: Findings,
+    where: str,
+    req: Requirement,
+    name: str,
+    pairs: dict[str, tuple[str, str | None]],
+    wanted: dict[str, str],
+) -> None:
+    assert ctx.patch is not None
+    if name not in COMPANIONS:
+        out.error(
+            "E-COMPANION-UNKNOWN",
+            f"{where}: {req.name!r} is not a torch companion; valid: {choices(COMPANIONS)} "
+            "(other packages belong in python.packages)",
+        )
+        return
+    if name == "torchaudio" and "torchaudio" not in pairs:
+        out.error(
+            "E-COMPANION-UNAVAILABLE",
+            f"{where}: torchaudio has no release for torch {ctx.patch.version} (upstream stopped at 2.11.0); "
+            "drop it or use torch <= 2.11",
+        )
+        return
+    if name not in pairs:
+        other = "pytorch-triton-rocm" if name == "triton" else "triton"
+        out.error(
+            "E-COMPANION-MISMATCH",
+            f"{where}: {req.name} does not go with {ctx.torch_label}; its wheel requires {other}",
+        )
+        return
+    version, local = pairs[name]
+    if req.url or not _matches(req, version, local):
+        out.error(
+            "E-COMPANION-MISMATCH",
+            f"{where}: {str(req)!r} does not match {ctx.torch_label}, which pairs with "
+            f"{name}=={version}{'+' + local if local else ''}; write the bare name {name!r} to get that pin",
+        )
+        return
+    wanted.setdefault(name, f"companion of {ctx.torch_label} ({where})")
+
+
+def _user_line(
+    ctx: Context,
+    out: Findings,
+    line: RequirementLine,
+    pairs: dict[str, tuple[str, str | None]],
+    wanted: dict[str, str],
+) -> bool:
+    """Check a user requirement naming a torch-family package; False when a pin supersedes it."""
+    try:
+        req = Requirement(line.text)
+    except InvalidRequirement:
+        return True
+    name = canonicalize_name(req.name)
+    if ctx.patch is None:
+        if name == "torch":
+            out.warning(
+                "W-TORCH-UNDECLARED",
+                f"{line.origin}: {line.text!r} installs whatever torch build PyPI serves (one CUDA "
+                "variant, no "
+                "local tag); declare [torch] version so envbuild pins the variant for the target",
+            )
+        return True
+    if name not in pairs:
+        out.error("E-REQ-CONFLICT", f"{line.origin}: {line.text!r} does not go with {ctx.torch_label}")
+        return True
+    version, local = pairs[name]
+    if req.url or not _matches(req, version, local):
+        out.error(
+            "E-REQ-CONFLICT",
+            f"{line.origin}: {line.text!r} conflicts with the pin {name}=={version}"
+            f"{'+' + local if local else ''} for {ctx.torch_label}; remove it or change torch.version",
+        )
+        return True
+    wanted.setdefault(name, f"companion of {ctx.torch_label} ({line.origin})")
+    out.info("I-REQ-SUPERSEDED", f"{line.origin}: {line.text!r} is replaced by the exact pin for {name}")
+    return False
+
+
+def check_requirement_urls(ctx: Context, out: Findings) -> tuple[bool, bool]:
+    """Direct URLs: wheels must fit the image; sdists/VCS need building.  Returns (builds, vcs)."""
+    builds = vcs = False
+    for line in ctx.profile.python.lines:
+        if line.kind == "option" and line.text.startswith("--no-binary") and ":none:" not in line.text:
+            builds = True
+        if line.kind == "option" and line.text.startswith(("--index-url", "-i ")):
+            out.warning(
+                "W-USER-INDEX-URL",
+                f"{line.origin}: {line.text!r} replaces pip's primary index; envbuild's torch pins need "
+                "their variant index, so make it --extra-index-url",
+            )
+        if line.kind != "requirement":
+            continue
+        try:
+            req = Requirement(line.text)
+        except InvalidRequirement:
+            continue
+        if not req.url:
+            continue
+        vcs = vcs or req.url.startswith("git+")
+        if is_sdist_or_vcs(req.url):
+            builds = True
+            continue
+        if req.url.lower().split("?")[0].split("#")[0].endswith(".whl"):
+            problem = wheel_problem(req.url.split("#")[0], ctx.python, ctx.os.glibc)
+            if problem:
+                out.error("E-WHEEL-TAGS", f"{line.origin}: {problem}")
+    return builds, vcs
+
+
+def index_urls(ctx: Context) -> tuple[IndexUrl, ...]:
+    if ctx.patch is None or ctx.variant is None:
+        return (IndexUrl(url=PYPI, reason="default package index (no torch in the profile)", primary=True),)
+    url = ctx.catalog.index_url(ctx.variant)
+    return (
+        IndexUrl(
+            url=url,
+            reason=(
+                f"{ctx.torch_label} and its companions are published with the +{ctx.variant} local tag only "
+                f"on the PyTorch index ({ctx.catalog.torch.index_source})"
+            ),
+            primary=True,
+        ),
+        IndexUrl(url=PYPI, reason="the user's other requirements and torch's dependencies", primary=False),
+    )

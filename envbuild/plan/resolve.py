@@ -1,0 +1,189 @@
+"""Resolve the torch release, the wheel variant and the toolkit from the profile and the targets."""
+
+from __future__ import annotations
+
+from packaging.version import Version
+
+from envbuild.catalog import CudaWheel, Release, RocmWheel
+from envbuild.errors import choices
+from envbuild.plan.context import Context
+from envbuild.plan.findings import Findings
+from envbuild.plan.versions import cubin_covers, version_tuple
+
+
+def _cuda_name(variant: str) -> str:
+    digits = variant.removeprefix("cu")
+    return f"CUDA {digits[:-1]}.{digits[-1]}"
+
+
+def cuda_wheels_for(release: Release, patch: str) -> list[CudaWheel]:
+    return [w for w in release.cuda if not w.only_patches or patch in w.only_patches]
+
+
+def _covers_all(ctx: Context, wheel: CudaWheel) -> bool:
+    return all(c.cc is not None and cubin_covers(wheel.cubins, c.cc) for c in ctx.gpu_cards)
+
+
+def resolve_torch(ctx: Context, out: Findings) -> None:
+    spec = ctx.profile.torch.version
+    if spec is None:
+        return
+    version, _, local = spec.partition("+")
+    found = ctx.catalog.find_torch(version)
+    if found is None:
+        known = ", ".join(r.series for r in ctx.catalog.releases)
+        out.error(
+            "E-TORCH-UNKNOWN",
+            f"torch.version {spec!r} is not a release envbuild knows (series {known}); "
+            "choose a published release such as " + ctx.catalog.releases[-2].patch[-1].version,
+        )
+        return
+    ctx.release, ctx.patch = found
+    if ctx.patch.version != version:
+        out.info(
+            "I-TORCH-PATCH", f"torch.version {version} resolved to {ctx.patch.version}, the newest patch."
+        )
+    if ctx.release.status != "ga":
+        out.warning(
+            "W-TORCH-UNCONFIRMED",
+            f"torch {ctx.patch.version}: wheels not confirmed in a stored source ({ctx.release.source}); "
+            "verify the index before ordering",
+        )
+    if local:
+        out.warning(
+            "W-TORCH-LOCAL",
+            f"torch.version {spec!r} carries a local tag; envbuild derives +<variant> from the "
+            "accelerator (set accelerator.version instead)",
+        )
+    if ctx.backend == "cuda":
+        _resolve_cuda_variant(ctx, out)
+    elif ctx.backend == "rocm":
+        _resolve_rocm_variant(ctx, out)
+    else:
+        ctx.variant = "cpu"
+        if ctx.profile.accelerator.version:
+            out.warning(
+                "W-VERSION-IGNORED",
+                f"accelerator.version {ctx.profile.accelerator.version!r} is ignored for the cpu backend",
+            )
+
+
+def _resolve_cuda_variant(ctx: Context, out: Findings) -> None:
+    assert ctx.release is not None and ctx.patch is not None
+    rel, patch = ctx.release, ctx.patch.version
+    available = cuda_wheels_for(rel, patch)
+    listing = ", ".join(f"{w.variant} ({_cuda_name(w.variant)})" for w in available)
+    wanted = ctx.profile.accelerator.version
+    if wanted:
+        parts = wanted.split(".")
+        variant = "cu" + "".join(parts[:2]) if len(parts) >= 2 else "cu" + wanted
+        wheel = next((w for w in available if w.variant == variant), None)
+        ctx.variant = variant
+        ctx.toolkit = ctx.catalog.cuda_toolkit(variant)
+        if wheel is None:
+            other = next((w for w in rel.cuda if w.variant == variant), None)
+            why = f" (only in {', '.join(other.only_patches)})" if other else ""
+            out.error(
+                "E-VARIANT-UNAVAILABLE",
+                f"torch {patch} publishes no {variant} wheels{why}; its Linux CUDA wheels are {listing}. "
+                f"Set accelerator.version to one of {choices(_cuda_name(w.variant)[5:] for w in available)}.",
+            )
+            return
+        ctx.cuda_wheel = wheel
+        return
+    default = next(w for w in available if w.variant == rel.pypi_default_cuda)
+    chosen = default
+    reason = "the CUDA build PyPI serves for this release"
+    if ctx.gpu_cards and not _covers_all(ctx, default):
+        better = [w for w in available if _covers_all(ctx, w)]
+        if better:
+            chosen = min(better, key=lambda w: w.variant)
+            cards = ", ".join(sorted({c.id for c in ctx.gpu_cards}))
+            reason = f"the PyPI default {default.variant} has no cubins for {cards}"
+    ctx.variant = chosen.variant
+    ctx.cuda_wheel = chosen
+    ctx.toolkit = ctx.catalog.cuda_toolkit(chosen.variant)
+    out.info(
+        "I-VARIANT-DERIVED",
+        f"accelerator.version not set: using {chosen.variant} ({_cuda_name(chosen.variant)}), {reason}; "
+        f"torch {patch} also has {listing}.",
+    )
+
+
+def _rocm_matches(wheel: RocmWheel, wanted: str) -> bool:
+    ver = wheel.variant.removeprefix("rocm")
+    return ver == wanted or ver.startswith(wanted + ".")
+
+
+def _resolve_rocm_variant(ctx: Context, out: Findings) -> None:
+    assert ctx.release is not None and ctx.patch is not None
+    available = list(ctx.release.rocm)
+    listing = ", ".join(w.variant for w in available)
+    wanted = ctx.profile.accelerator.version
+    if not available:
+        out.error("E-VARIANT-UNAVAILABLE", f"torch {ctx.patch.version} publishes no ROCm wheels")
+        return
+    if wanted:
+        wheel = next((w for w in available if _rocm_matches(w, wanted)), None)
+        if wheel is None:
+            ctx.variant = f"rocm{wanted}"
+            ctx.rocm = next((r for r in ctx.catalog.toolkits.rocm if r.version == wanted), None)
+            out.error(
+                "E-VARIANT-UNAVAILABLE",
+                f"torch {ctx.patch.version} publishes no ROCm {wanted} wheels; its ROCm wheels are "
+                f"{listing}. "
+                f"Set accelerator.version to one of "
+                f"{choices(w.variant.removeprefix('rocm') for w in available)}.",
+            )
+            return
+    else:
+        wheel = max(available, key=lambda w: version_tuple(w.variant.removeprefix("rocm")))
+        out.info(
+            "I-VARIANT-DERIVED",
+            f"accelerator.version not set: using {wheel.variant}, the newest ROCm build of torch "
+            f"{ctx.patch.version} (also: {listing}).",
+        )
+    ctx.variant = wheel.variant
+    ctx.rocm_wheel = wheel
+    ctx.rocm = ctx.catalog.rocm_version(wheel.variant)
+
+
+def resolve_toolkit_without_torch(ctx: Context, out: Findings) -> None:
+    """No torch: pick the toolkit/ROCm version for the base image (Blender, plain Ubuntu with a GPU)."""
+    wanted = ctx.profile.accelerator.version
+    if ctx.backend == "cuda":
+        tks = list(ctx.catalog.toolkits.cuda)
+        if wanted:
+            tk = next((t for t in tks if t.version == ".".join(wanted.split(".")[:2])), None)
+            if tk is None:
+                out.error(
+                    "E-VARIANT-UNAVAILABLE",
+                    f"accelerator.version {wanted!r}: no CUDA toolkit image in the catalog; "
+                    f"choose one of {choices(t.version for t in tks)}",
+                )
+                return
+        else:
+            need = max((Version(c.min_cuda) for c in ctx.gpu_cards if c.min_cuda), default=Version("0"))
+            fits = [t for t in tks if Version(t.version) >= need and ctx.os.id in t.image_os]
+            tk = fits[0] if fits else tks[-1]
+            out.info(
+                "I-VARIANT-DERIVED",
+                f"accelerator.version not set: using CUDA {tk.image_version}, the oldest toolkit image for "
+                f"{ctx.os.id} that supports the targets (lowest driver floor)",
+            )
+        ctx.toolkit, ctx.variant = tk, None
+    elif ctx.backend == "rocm":
+        rocms = list(ctx.catalog.toolkits.rocm)
+        if wanted:
+            rv = next((r for r in rocms if r.version == wanted), None)
+            if rv is None:
+                out.error(
+                    "E-VARIANT-UNAVAILABLE",
+                    f"accelerator.version {wanted!r}: no ROCm image in the catalog; "
+                    f"choose one of {choices(r.version for r in rocms)}",
+                )
+                return
+        else:
+            rfits = [r for r in rocms if ctx.os.id in r.image_os]
+            rv = (rfits or rocms)[-1]
+        ctx.rocm = rv
