@@ -1,3 +1,172 @@
-"""Commands: placeholder until implemented."""
+"""Commands: ``envbuild validate``, ``envbuild report verify DIR``, ``envbuild report diff A B``.
 
-from envbuild.cli import cli  # noqa: F401
+``validate_command`` is the plain function behind ``envbuild validate``; another command (the
+``--image`` variant in envbuild/build/) can wrap it or call :func:`envbuild.validate.run_validation`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from envbuild.cli import cli, handle_errors
+from envbuild.errors import EXIT_FINDINGS, EXIT_OK, UsageError
+
+_STYLE = {"passed": "green", "skipped": "cyan", "failed": "red", "timed_out": "red", "aborted": "yellow"}
+
+
+def _parse_timeouts(values: tuple[str, ...]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for item in values:
+        stage, sep, secs = item.partition("=")
+        try:
+            value = float(secs)
+        except ValueError:
+            value = -1.0
+        if not sep or value <= 0:
+            raise UsageError(f"--timeout {item!r}: expected STAGE=SECONDS with SECONDS > 0")
+        out[stage.strip()] = value
+    return out
+
+
+def _print_table(report: object, run_dir: Path, err: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from envbuild.validate import Report
+
+    assert isinstance(report, Report)
+    console = Console(stderr=err)
+    table = Table(title=f"envbuild validate — {report.run_id}")
+    for col in ("stage", "status", "seconds", "detail"):
+        table.add_column(col, overflow="fold")
+    for s in report.stages:
+        detail = s.error or str(s.facts.get("reason", ""))
+        if s.hint:
+            detail += f"\nhint: {s.hint}"
+        table.add_row(
+            s.stage, f"[{_STYLE[s.status]}]{s.status}[/]", f"{s.duration_s:.2f}", detail, style=None
+        )
+    console.print(table, markup=True)
+    verdict = "[green]PASSED[/]" if report.ok else "[red]FAILED[/]"
+    if report.interrupted:
+        verdict += f" (interrupted by {report.signal})"
+    console.print(f"{verdict}  report: {run_dir}")
+    if report.first_failure:
+        console.print(
+            f"first failure: [bold]{report.first_failure.stage}[/]: {report.first_failure.error}", markup=True
+        )
+
+
+def validate_command(
+    lock: Path,
+    python: str | None,
+    out: Path,
+    stages: str | None,
+    keep_going: bool,
+    as_json: bool,
+    workdir: Path | None,
+    timeouts: tuple[str, ...],
+) -> int:
+    """Run the validation, print, and return the exit code (0 passed, 1 failed, 130/143 interrupted)."""
+    from envbuild.validate import exit_code, run_validation
+
+    names = [s for s in stages.split(",")] if stages else None
+
+    def progress(res: object) -> None:
+        from envbuild.validate import StageResult
+
+        assert isinstance(res, StageResult)
+        click.echo(f"  {res.stage:<12} {res.status:<9} {res.duration_s:7.2f}s", err=True)
+
+    report, run_dir = run_validation(
+        lock,
+        python=python,
+        out=out,
+        stages=names,
+        keep_going=keep_going,
+        workdir=workdir,
+        timeouts=_parse_timeouts(timeouts),
+        on_result=progress,
+    )
+    if as_json:
+        click.echo((run_dir / "report.json").read_text(encoding="utf-8"), nl=False)
+    _print_table(report, run_dir, err=as_json)
+    return exit_code(report)
+
+
+@cli.command("validate")
+@click.option(
+    "--lock", "lock", type=click.Path(path_type=Path), default=None, help="lock file (default: the image's)"
+)
+@click.option(
+    "--python", "python", default=None, help="interpreter under test (default: the lock's, else this one)"
+)
+@click.option("--out", "out", type=click.Path(path_type=Path), default=Path("runs"), show_default=True)
+@click.option("--stages", default=None, help="comma-separated stages (their prerequisites are added)")
+@click.option("--keep-going", is_flag=True, help="after a failure, still run stages that do not depend on it")
+@click.option(
+    "--json", "as_json", is_flag=True, help="print report.json on stdout (the table goes to stderr)"
+)
+@click.option(
+    "--workdir", type=click.Path(path_type=Path), default=None, help="where checks and the checkpoint run"
+)
+@click.option(
+    "--timeout", "timeouts", multiple=True, metavar="STAGE=SECONDS", help="override a stage's timeout"
+)
+@handle_errors
+def validate_cmd(
+    lock: Path | None,
+    python: str | None,
+    out: Path,
+    stages: str | None,
+    keep_going: bool,
+    as_json: bool,
+    workdir: Path | None,
+    timeouts: tuple[str, ...],
+) -> None:
+    """Check this machine against the lock, stage by stage, and write a verifiable report."""
+    from envbuild.validate import DEFAULT_LOCK
+
+    code = validate_command(lock or DEFAULT_LOCK, python, out, stages, keep_going, as_json, workdir, timeouts)
+    sys.exit(code)
+
+
+@cli.group("report")
+def report_group() -> None:
+    """Verify a copied report, or compare two reports."""
+
+
+@report_group.command("verify")
+@click.argument("directory", type=click.Path(path_type=Path))
+@handle_errors
+def report_verify(directory: Path) -> None:
+    """Check every file of a report DIRECTORY against its MANIFEST.sha256 (exit 1 on any problem)."""
+    from envbuild.validate import verify_report
+
+    problems = verify_report(directory)
+    if problems:
+        for p in problems:
+            click.echo(p)
+        click.echo(f"{directory}: {len(problems)} problem(s)", err=True)
+        sys.exit(EXIT_FINDINGS)
+    click.echo(f"{directory}: intact")
+    sys.exit(EXIT_OK)
+
+
+@report_group.command("diff")
+@click.argument("a", type=click.Path(path_type=Path))
+@click.argument("b", type=click.Path(path_type=Path))
+@handle_errors
+def report_diff(a: Path, b: Path) -> None:
+    """Compare two reports: stage statuses, packages, devices, driver.  Exit 0 same, 1 different."""
+    from envbuild.validate import diff_reports, load_report
+
+    diffs = diff_reports(load_report(a), load_report(b))
+    for line in diffs:
+        click.echo(line)
+    if not diffs:
+        click.echo("no differences")
+    sys.exit(EXIT_FINDINGS if diffs else EXIT_OK)

@@ -1,0 +1,194 @@
+"""``envbuild validate``: check the machine received against the lock, stage by stage.
+
+Public API: :func:`run_validation` (what the CLI and ``envbuild validate --image`` call),
+:func:`run` (the stage API named in docs/architecture.md), :class:`Report`, :class:`StageResult`,
+:data:`STAGE_NAMES`, :func:`verify_report`, :func:`diff_reports`, :func:`load_report`.
+
+This module imports neither torch nor docker: torch is only imported inside the probe processes,
+which run in the interpreter under test.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from envbuild import __version__
+from envbuild.errors import UsageError
+from envbuild.models import LOCK_PATH_IN_IMAGE, Lock, read_lock
+from envbuild.validate.host import host_facts
+from envbuild.validate.model import FirstFailure, LockRef, Report, StageResult
+from envbuild.validate.probe import kill_current
+from envbuild.validate.report import new_run_dir, write_report
+from envbuild.validate.stages import STAGE_NAMES, Context, Interrupted, run_stages, select_stages
+from envbuild.validate.verify import diff_reports, load_report, verify_report
+
+__all__ = [
+    "DEFAULT_LOCK",
+    "STAGE_NAMES",
+    "Report",
+    "StageResult",
+    "diff_reports",
+    "exit_code",
+    "load_report",
+    "resolve_python",
+    "run",
+    "run_validation",
+    "verify_report",
+]
+
+DEFAULT_LOCK = Path(LOCK_PATH_IN_IMAGE)
+SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
+
+
+def resolve_python(explicit: str | None, lock: Lock) -> str:
+    """``--python``, else the lock's interpreter when it exists here, else the current one."""
+    if explicit:
+        path = Path(explicit)
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise UsageError(f"--python {explicit}: no executable interpreter at that path")
+        return explicit
+    if Path(lock.python_executable).is_file():
+        return lock.python_executable
+    return sys.executable
+
+
+@contextmanager
+def _signals_raise() -> Iterator[None]:
+    """While validating, SIGTERM/SIGINT stop the current probe and raise :class:`Interrupted`."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        kill_current()
+        raise Interrupted(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def run_validation(
+    lock: Lock | Path,
+    *,
+    python: str | None = None,
+    out: Path = Path("runs"),
+    stages: Sequence[str] | None = None,
+    keep_going: bool = False,
+    workdir: Path | None = None,
+    timeouts: Mapping[str, float] | None = None,
+    on_result: Callable[[StageResult], None] | None = None,
+) -> tuple[Report, Path]:
+    """Validate this machine against ``lock``; write a new report folder under ``out``.
+
+    Returns the report and its folder.  Raises :class:`~envbuild.errors.LockError` /
+    :class:`~envbuild.errors.UsageError` for bad input (before anything is written).
+    """
+    if isinstance(lock, Path):
+        lock_path, raw_lock = str(lock), _read_bytes(lock)
+        lock_obj = read_lock(lock)
+    else:
+        lock_obj, lock_path = lock, "(in memory)"
+        raw_lock = lock.model_dump_json().encode()
+    selected = select_stages(stages)
+    for key in timeouts or {}:
+        if key not in STAGE_NAMES:
+            raise UsageError(f"--timeout: unknown stage {key!r} (valid: {', '.join(STAGE_NAMES)})")
+    interpreter = resolve_python(python, lock_obj)
+    if workdir is None:
+        workdir = Path(lock_obj.workdir) if Path(lock_obj.workdir).is_dir() else Path.cwd()
+    elif not workdir.is_dir():
+        raise UsageError(f"--workdir {workdir}: not a directory")
+    run_dir = new_run_dir(out)
+    ctx = Context(lock=lock_obj, python=interpreter, workdir=workdir.resolve(), timeouts=dict(timeouts or {}))
+    started = datetime.now(timezone.utc)
+    t0 = time.monotonic()
+    with _signals_raise():
+        outcome = run_stages(ctx, selected, keep_going, on_result)
+        # A second signal while the report is written must not leave it half-written.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    try:
+        report = _build_report(run_dir, lock_path, raw_lock, lock_obj, interpreter, ctx, outcome, started, t0)
+        write_report(run_dir, report, ctx.raw, os.environ)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
+    return report, run_dir
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""  # read_lock raises the clear error
+
+
+def _build_report(
+    run_dir: Path,
+    lock_path: str,
+    raw_lock: bytes,
+    lock: Lock,
+    interpreter: str,
+    ctx: Context,
+    outcome: Any,
+    started: datetime,
+    t0: float,
+) -> Report:
+    results: list[StageResult] = outcome.results
+    failed = next((r for r in results if r.status in ("failed", "timed_out")), None)
+    first = FirstFailure(stage=failed.stage, error=failed.error or failed.status) if failed else None
+    if first is None and outcome.interrupted:
+        first = FirstFailure(
+            stage=outcome.stage_reached or "-", error=f"interrupted by {outcome.interrupted}"
+        )
+    ok = all(r.ok for r in results) and not outcome.interrupted
+    return Report(
+        run_id=run_dir.name,
+        envbuild_version=__version__,
+        started_at=started.isoformat(timespec="seconds"),
+        finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        duration_s=round(time.monotonic() - t0, 3),
+        python=interpreter,
+        workdir=str(ctx.workdir),
+        lock=LockRef(
+            path=lock_path, sha256=hashlib.sha256(raw_lock).hexdigest(), content=lock.model_dump(mode="json")
+        ),
+        stages=tuple(results),
+        first_failure=first,
+        stage_reached=outcome.stage_reached,
+        ok=ok,
+        interrupted=outcome.interrupted is not None,
+        signal=outcome.interrupted,
+        host=host_facts(),
+    )
+
+
+def exit_code(report: Report) -> int:
+    """0 all passed (or skipped with a reason), 1 a stage failed, 130/143 interrupted by SIGINT/SIGTERM."""
+    if report.interrupted:
+        return SIGNAL_EXIT.get(report.signal or "", 1)
+    return 0 if report.ok else 1
+
+
+def run(
+    lock: Lock | Path,
+    python: str | None = None,
+    out: Path = Path("runs"),
+    stages: Sequence[str] | None = None,
+    keep_going: bool = False,
+) -> Report:
+    """The stage API of docs/architecture.md: validate, return the report (folder ``out/<run_id>``)."""
+    return run_validation(lock, python=python, out=out, stages=stages, keep_going=keep_going)[0]

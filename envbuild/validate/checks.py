@@ -1,0 +1,120 @@
+"""The ``checks`` stage: the profile's own pilot commands, run as argv (never a shell) in the workdir."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from envbuild.models import CheckSpec
+from envbuild.validate.decide import result, skipped
+from envbuild.validate.model import StageResult
+from envbuild.validate.probe import _Tracker
+from envbuild.validate.redact import redact_text
+
+TAIL = 2000
+_MISSING = object()
+
+
+def _dotted(obj: Any, key: str) -> Any:
+    for part in key.split("."):
+        if isinstance(obj, dict) and part in obj:
+            obj = obj[part]
+        elif isinstance(obj, list) and part.isdigit() and int(part) < len(obj):
+            obj = obj[int(part)]
+        else:
+            return _MISSING
+    return obj
+
+
+def expectation_failures(check: CheckSpec, workdir: Path, returncode: int) -> list[str]:
+    fails: list[str] = []
+    if returncode != check.expect_exit:
+        fails.append(f"exit status {returncode}, expected {check.expect_exit}")
+    for rel in check.expect_files:
+        path = workdir / rel
+        if not path.is_file():
+            fails.append(f"expected file {rel} does not exist")
+        elif path.stat().st_size == 0:
+            fails.append(f"expected file {rel} is empty")
+    for spec, want in check.expect_json.items():
+        file, sep, key = spec.partition(":")
+        if not sep:
+            fails.append(f"expect_json key {spec!r} is not 'file.json:dotted.key'")
+            continue
+        try:
+            data = json.loads((workdir / file).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            fails.append(f"{file}: cannot read JSON ({exc})")
+            continue
+        got = _dotted(data, key)
+        if got is _MISSING:
+            fails.append(f"{file}: key {key} is absent (expected {want!r})")
+        elif got != want or isinstance(got, bool) != isinstance(want, bool):
+            fails.append(f"{file}: {key} is {got!r}, expected {want!r}")
+    return fails
+
+
+def run_check(check: CheckSpec, workdir: Path, timeout_s: float | None = None) -> dict[str, Any]:
+    limit = timeout_s if timeout_s is not None else float(check.timeout_s)
+    start = time.monotonic()
+    entry: dict[str, Any] = {"name": check.name, "argv": list(check.run)}
+    try:
+        proc = subprocess.Popen(
+            list(check.run),
+            cwd=workdir,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        entry.update(status="failed", error=f"cannot run {check.run[0]!r}: {exc.strerror or exc}")
+        return entry
+    _Tracker.current = proc
+    try:
+        try:
+            out, _ = proc.communicate(timeout=limit)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
+            timed_out = True
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        _Tracker.current = None
+    entry["seconds"] = round(time.monotonic() - start, 3)
+    entry["output_tail"] = redact_text(out.decode("utf-8", errors="replace")[-TAIL:])
+    entry["returncode"] = proc.returncode
+    if timed_out:
+        entry.update(status="timed_out", error=f"did not finish within {limit:g} s; killed")
+        return entry
+    fails = expectation_failures(check, workdir, proc.returncode)
+    entry["status"] = "failed" if fails else "passed"
+    if fails:
+        entry["error"] = "; ".join(fails)
+    return entry
+
+
+def run_checks(checks: tuple[CheckSpec, ...], workdir: Path) -> StageResult:
+    if not checks:
+        return skipped("checks", "the lock declares no checks")
+    entries = [run_check(c, workdir) for c in checks]
+    bad = next((e for e in entries if e["status"] != "passed"), None)
+    if bad is None:
+        return result("checks", checks=entries, workdir=str(workdir))
+    res = result(
+        "checks",
+        f"check {bad['name']!r}: {bad['error']}",
+        "see the check's output tail in the report",
+        checks=entries,
+        workdir=str(workdir),
+    )
+    if bad["status"] == "timed_out":
+        return res.model_copy(update={"status": "timed_out"})
+    return res

@@ -1,0 +1,124 @@
+"""Pure decisions for the stages that run real work: compute, extensions, memory, checkpoint."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from envbuild.models import Lock
+from envbuild.validate.decide import result, skipped
+from envbuild.validate.model import StageResult
+
+GIB = 1024**3
+MEMORY_MARGIN = 0.05
+GPU_CHECKPOINT_TOLERANCE = 1e-4
+
+
+def decide_compute(facts: dict[str, Any]) -> StageResult:
+    checks: list[dict[str, Any]] = list(facts.get("checks", []))
+    if not checks:
+        return result("compute", "the compute probe ran no matrix product", None, **facts)
+    for c in checks:
+        if c.get("ok"):
+            continue
+        where = f"{c.get('device')} {c.get('dtype')} matmul ({c.get('size')}x{c.get('size')})"
+        if c.get("error"):
+            error = f"{where} failed: {c['error']}"
+        elif not c.get("finite"):
+            error = f"{where} produced non-finite values"
+        else:
+            error = f"{where}: relative error {c.get('rel_error'):.3g} exceeds {c.get('tolerance'):g}"
+        return result(
+            "compute", error, "the device computes wrong numbers: report the card to the provider", **facts
+        )
+    return result("compute", **facts)
+
+
+def decide_extensions(lock: Lock, facts: dict[str, Any]) -> StageResult:
+    parts: list[dict[str, Any]] = list(facts.get("parts", []))
+    for p in parts:
+        if p.get("status") == "failed":
+            return result(
+                "extensions", str(p.get("error") or f"{p.get('name')} failed"), p.get("hint"), parts=parts
+            )
+    if parts and all(p.get("status") == "skipped" for p in parts):
+        reasons = "; ".join(f"{p['name']}: {p.get('reason')}" for p in parts)
+        return skipped("extensions", reasons, parts=parts)
+    if not parts:
+        return skipped("extensions", "nothing to check: no custom op and no extension packages", parts=parts)
+    return result("extensions", parts=parts)
+
+
+def memory_need_bytes(lock: Lock) -> int | None:
+    if lock.gpu_memory_gib is None:
+        return None
+    return int(lock.gpu_memory_gib * (1 + MEMORY_MARGIN) * GIB)
+
+
+def decide_memory_cpu(lock: Lock, available: int | None) -> StageResult:
+    need = memory_need_bytes(lock)
+    if need is None:
+        return skipped("memory", "the lock declares no memory need (resources.gpu_memory_gib)")
+    facts = {"need_bytes": need, "host_available_bytes": available, "margin": MEMORY_MARGIN}
+    if available is None:
+        return result("memory", "cannot read MemAvailable from /proc/meminfo", None, **facts)
+    if available < need:
+        return result(
+            "memory",
+            f"host has {available / GIB:.1f} GiB available, the job needs {need / GIB:.1f} GiB (with margin)",
+            "free memory or choose a machine with more RAM",
+            **facts,
+        )
+    return result("memory", **facts)
+
+
+def decide_memory_gpu(lock: Lock, facts: dict[str, Any]) -> StageResult:
+    devices: list[dict[str, Any]] = list(facts.get("devices", []))
+    shown = {"devices": devices, "margin": MEMORY_MARGIN}
+    if not devices:
+        return result("memory", "no device to allocate on", None, **shown)
+    for d in devices:
+        if not d.get("allocated") or not d.get("readback_ok", False):
+            need = float(d.get("need_bytes", 0)) / GIB
+            free = float(d.get("free_bytes", 0)) / GIB
+            total = float(d.get("total_bytes", 0)) / GIB
+            return result(
+                "memory",
+                f"device {d.get('index')}: cannot allocate {need:.1f} GiB "
+                f"(free {free:.1f} of {total:.1f} GiB)" + (f": {d['error']}" if d.get("error") else ""),
+                "another process holds memory (nvidia-smi / amd-smi), or the card is smaller than declared",
+                **shown,
+            )
+    return result("memory", **shown)
+
+
+def decide_checkpoint(save: dict[str, Any], resume: dict[str, Any], device: str) -> StageResult:
+    facts = {
+        "device": device,
+        "path": save.get("path"),
+        "size_bytes": save.get("size_bytes"),
+        "write_seconds": save.get("write_seconds"),
+        "read_seconds": resume.get("read_seconds"),
+        "resumed_from_step": resume.get("resumed_from_step"),
+        "steps": resume.get("steps"),
+        "bitwise_equal": resume.get("bitwise_equal"),
+        "max_abs_diff": resume.get("max_abs_diff"),
+    }
+    if device == "cpu":
+        if resume.get("bitwise_equal") is not True:
+            return result(
+                "checkpoint",
+                f"resumed run differs from the uninterrupted run (max |diff| {resume.get('max_abs_diff')})",
+                "the checkpoint misses state (optimizer, scheduler, RNG), or the run is not deterministic",
+                **facts,
+            )
+        return result("checkpoint", **facts)
+    diff = resume.get("max_abs_diff")
+    if not isinstance(diff, (int, float)) or diff > GPU_CHECKPOINT_TOLERANCE:
+        return result(
+            "checkpoint",
+            f"resumed run differs from the uninterrupted run on {device}: max |diff| {diff} > "
+            f"{GPU_CHECKPOINT_TOLERANCE:g}",
+            "the checkpoint misses state (optimizer, scheduler, RNG)",
+            **facts,
+        )
+    return result("checkpoint", **facts)

@@ -1,0 +1,70 @@
+"""Result models of the validator: one :class:`StageResult` per stage, one :class:`Report` per run."""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Status = Literal["passed", "failed", "skipped", "aborted", "timed_out"]
+REPORT_FORMAT: Final = "envbuild.report/1"
+
+# Statuses that let a dependent stage run (a skipped stage was not applicable, and said why).
+OK_STATUSES: frozenset[str] = frozenset({"passed", "skipped"})
+
+
+class StageResult(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    stage: str
+    status: Status
+    duration_s: float = 0.0
+    facts: dict[str, Any] = Field(default_factory=dict)
+    error: str | None = None  # the first error, one line
+    hint: str | None = None  # what to do next
+
+    @property
+    def ok(self) -> bool:
+        return self.status in OK_STATUSES
+
+
+class FirstFailure(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    stage: str
+    error: str
+
+
+class LockRef(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    path: str
+    sha256: str
+    content: dict[str, Any]
+
+
+class Report(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    format: Literal["envbuild.report/1"] = REPORT_FORMAT
+    run_id: str
+    envbuild_version: str
+    started_at: str
+    finished_at: str
+    duration_s: float
+    python: str  # the interpreter under test
+    workdir: str
+    lock: LockRef
+    stages: tuple[StageResult, ...]
+    first_failure: FirstFailure | None
+    stage_reached: str | None  # the last stage that started running
+    ok: bool
+    interrupted: bool = False
+    signal: str | None = None
+    host: dict[str, Any] = Field(default_factory=dict)
+
+    def stage(self, name: str) -> StageResult:
+        for result in self.stages:
+            if result.stage == name:
+                return result
+        raise KeyError(name)

@@ -1,0 +1,91 @@
+# mypy: disable-error-code="import-not-found,no-untyped-call"
+"""Probe: installed distributions and their broken requirements (what ``pip check`` reports).
+
+Requirement parsing uses ``packaging`` from the environment under test, or the copy pip vendors; when
+neither exists, requirements are checked by name only (``check_mode`` says which).
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import metadata
+from typing import Any
+
+from _probe_common import emit, read_args
+
+read_args()
+
+
+def canon(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def load_packaging() -> tuple[Any, Any, Any, str]:
+    try:
+        from packaging.requirements import Requirement
+        from packaging.version import InvalidVersion, Version
+
+        return Requirement, Version, InvalidVersion, "packaging"
+    except ImportError:
+        pass
+    try:
+        from pip._vendor.packaging.requirements import Requirement as PipRequirement
+        from pip._vendor.packaging.version import InvalidVersion as PipInvalidVersion
+        from pip._vendor.packaging.version import Version as PipVersion
+
+        return PipRequirement, PipVersion, PipInvalidVersion, "pip-vendored-packaging"
+    except ImportError:
+        return None, None, Exception, "names-only"
+
+
+Requirement, Version, InvalidVersion, check_mode = load_packaging()
+
+dists: dict[str, dict[str, Any]] = {}
+for dist in metadata.distributions():
+    name = dist.metadata["Name"]
+    if not name:
+        continue
+    key = canon(name)
+    if key in dists:  # shadowed copy further down sys.path: the first one wins, as for imports
+        dists[key].setdefault("shadowed", []).append(dist.version)
+        continue
+    dists[key] = {"name": name, "version": dist.version, "requires": list(dist.requires or [])}
+
+broken: list[str] = []
+for _key, info in sorted(dists.items()):
+    for text in info["requires"]:
+        if Requirement is None:
+            dep_name = canon(re.split(r"[\s;<>=!~\[(@]", text.strip(), maxsplit=1)[0])
+            if ";" not in text and dep_name not in dists:
+                broken.append(f"{info['name']} {info['version']} requires {text}, which is not installed")
+            continue
+        try:
+            req = Requirement(text)
+        except Exception:
+            broken.append(f"{info['name']} {info['version']} has an unparseable requirement {text!r}")
+            continue
+        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            continue
+        dep = dists.get(canon(req.name))
+        if dep is None:
+            broken.append(f"{info['name']} {info['version']} requires {req.name}, which is not installed")
+            continue
+        try:
+            ok = req.specifier.contains(Version(dep["version"]), prereleases=True)
+        except InvalidVersion:
+            ok = False
+        if not ok:
+            broken.append(
+                f"{info['name']} {info['version']} has requirement {text.split(';')[0].strip()}, "
+                f"but you have {dep['name']} {dep['version']}"
+            )
+
+emit(
+    {
+        "installed": {k: v["version"] for k, v in sorted(dists.items())},
+        "names": {k: v["name"] for k, v in sorted(dists.items())},
+        "shadowed": {k: v["shadowed"] for k, v in dists.items() if "shadowed" in v},
+        "broken": broken,
+        "check_mode": check_mode,
+    }
+)

@@ -1,0 +1,129 @@
+"""Write a report directory: report.json, report.md, junit.xml, raw facts, env.txt, MANIFEST.sha256.
+
+Each run gets a new directory ``<UTC timestamp>-<random>`` (created with ``exist_ok=False``, never
+reused).  Every file is written atomically (temporary file + rename) and scrubbed of secret values;
+``MANIFEST.sha256`` (sha256sum format) is written last, so its presence means the report is complete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+
+from envbuild.errors import UsageError
+from envbuild.validate.model import Report
+from envbuild.validate.redact import redact_env, redact_text
+
+MANIFEST = "MANIFEST.sha256"
+RAW_FILES = frozenset(
+    {"pip-freeze.txt", "os-release", "nvidia-smi.txt", "nvidia-smi.xml", "amd-smi.json", "rocm-smi.json"}
+)
+
+
+def new_run_dir(out: Path) -> Path:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out {out}: cannot create the report folder: {exc.strerror or exc}") from None
+    for _ in range(20):
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        path = out / f"{stamp}-{secrets.token_hex(3)}"
+        try:
+            path.mkdir(exist_ok=False)
+        except FileExistsError:
+            continue
+        return path
+    raise UsageError(f"--out {out}: could not create a fresh run folder")  # pragma: no cover
+
+
+def atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def env_text(env: Mapping[str, str]) -> str:
+    return "".join(f"{k}={v}\n" for k, v in sorted(redact_env(env).items()))
+
+
+def render_markdown(report: Report) -> str:
+    lines = [
+        f"# envbuild validation report `{report.run_id}`",
+        "",
+        f"- result: **{'PASSED' if report.ok else 'FAILED'}**"
+        + (" (interrupted)" if report.interrupted else ""),
+        f"- lock: `{report.lock.path}` (sha256 `{report.lock.sha256[:16]}…`, profile "
+        f"`{report.lock.content.get('profile_name')}`)",
+        f"- interpreter: `{report.python}`; workdir `{report.workdir}`",
+        f"- started {report.started_at}, {report.duration_s:.1f} s; envbuild {report.envbuild_version}",
+        f"- stage reached: {report.stage_reached or '-'}",
+    ]
+    if report.first_failure:
+        lines.append(f"- first failure: **{report.first_failure.stage}**: {_md(report.first_failure.error)}")
+    lines += ["", "| stage | status | seconds | detail |", "|---|---|---|---|"]
+    for s in report.stages:
+        detail = s.error or str(s.facts.get("reason", ""))
+        if s.hint:
+            detail += f" — hint: {s.hint}"
+        lines.append(f"| {s.stage} | {s.status} | {s.duration_s:.2f} | {_md(detail)} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_junit(report: Report) -> str:
+    failures = sum(1 for s in report.stages if s.status in ("failed", "timed_out"))
+    skipped = sum(1 for s in report.stages if s.status in ("skipped", "aborted"))
+    suite = ET.Element(
+        "testsuite",
+        name="envbuild.validate",
+        tests=str(len(report.stages)),
+        failures=str(failures),
+        errors="0",
+        skipped=str(skipped),
+        time=f"{report.duration_s:.3f}",
+        timestamp=report.started_at,
+    )
+    for s in report.stages:
+        case = ET.SubElement(
+            suite, "testcase", classname="envbuild.validate", name=s.stage, time=f"{s.duration_s:.3f}"
+        )
+        message = s.error or str(s.facts.get("reason", "")) or s.status
+        if s.status in ("failed", "timed_out"):
+            el = ET.SubElement(case, "failure", message=message, type=s.status)
+            el.text = message + (f"\nhint: {s.hint}" if s.hint else "")
+        elif s.status in ("skipped", "aborted"):
+            ET.SubElement(case, "skipped", message=f"{s.status}: {message}")
+    ET.indent(suite)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
+
+
+def write_report(run_dir: Path, report: Report, raw: Mapping[str, str], env: Mapping[str, str]) -> None:
+    files: dict[str, str] = {name: text for name, text in raw.items() if name in RAW_FILES}
+    files["env.txt"] = env_text(env)
+    files["report.json"] = report.model_dump_json(indent=2) + "\n"
+    files["report.md"] = render_markdown(report)
+    files["junit.xml"] = render_junit(report)
+    for name in sorted(files):
+        atomic_write(run_dir / name, redact_text(files[name], env))
+    manifest = "".join(f"{sha256_file(run_dir / name)}  {name}\n" for name in sorted(files))
+    atomic_write(run_dir / MANIFEST, manifest)
