@@ -1,3 +1,68 @@
-"""Commands: placeholder until implemented."""
+"""``envbuild render PROFILE [--target ID]... [--out DIR] [--force]``: check, then write the bundle."""
 
-from envbuild.cli import cli  # noqa: F401
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import click
+
+from envbuild.cli import cli, handle_errors
+from envbuild.errors import EXIT_FINDINGS
+from envbuild.models import CheckResult
+
+
+def _display_path(value: str) -> str:
+    """``value`` as typed, but relative to the working folder when it is an absolute path inside it."""
+    path = Path(value)
+    if not path.is_absolute():
+        return value
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return value
+
+
+def regenerate_command(ref: str, targets: tuple[str, ...], out: str, force: bool) -> str:
+    """The normalised command line recorded in the bundle (stable across machines for relative paths)."""
+    words = ["envbuild", "render", _display_path(ref)]
+    for target in targets:
+        words += ["--target", target]
+    words += ["--out", _display_path(out)]
+    if force:
+        words.append("--force")
+    return shlex.join(words)
+
+
+def print_findings(result: CheckResult) -> None:
+    for finding in result.findings:
+        stream_err = finding.severity == "error"
+        click.echo(f"{finding.severity}: {finding.code}: {finding.message}", err=stream_err)
+
+
+@cli.command("render")
+@click.argument("profile_ref", metavar="PROFILE")
+@click.option("--target", "targets", multiple=True, metavar="ID", help="Target card id (repeatable).")
+@click.option("--out", "out", default=None, metavar="DIR", help="Bundle folder [./<profile>-<targets>].")
+@click.option("--force", is_flag=True, help="Write the bundle even when the check finds errors.")
+@handle_errors
+def render_command(profile_ref: str, targets: tuple[str, ...], out: str | None, force: bool) -> None:
+    """Check PROFILE for the targets and write its build bundle (Dockerfile, lock, README, ...)."""
+    from envbuild.plan import check
+    from envbuild.profile import load_profile
+    from envbuild.render import default_out, render_bundle
+
+    profile = load_profile(profile_ref)
+    result = check(profile, targets=list(targets) or None)
+    print_findings(result)
+    if not result.ok and not force:
+        message = "the check found errors; nothing written (use --force to render anyway)"
+        click.echo(f"envbuild: error: {message}", err=True)
+        sys.exit(EXIT_FINDINGS)
+    out_text = out if out is not None else str(default_out(result.plan))
+    command = regenerate_command(profile_ref, targets, out_text, force)
+    path = render_bundle(result, Path(out_text), command=command, force=force)
+    if not result.ok:
+        click.echo("envbuild: warning: rendered despite error findings (--force)", err=True)
+    click.echo(f"wrote {path}")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from urllib.parse import urlsplit
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -21,11 +20,7 @@ from envbuild.models import (
     Plan,
     RequirementLine,
 )
-
-# Same list as the profile loader's: a key that looks like a credential never gets a value stored.
-SECRET_KEY = re.compile(
-    r"TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL|AUTH", re.IGNORECASE
-)
+from envbuild.profile.fields import secret_key_reason, secret_value_reason
 
 _OS_RELEASE = {
     "ubuntu22.04": ("ubuntu", "22.04"),
@@ -40,12 +35,14 @@ def os_release(os_id: str) -> tuple[str, str]:
 
 
 def checked_env(plan: Plan) -> dict[str, str]:
-    """The profile's ``[env]``, refusing a secret-looking key (the loader rejects them already)."""
-    for key in plan.profile.env:
-        if SECRET_KEY.search(key):
+    """The profile's ``[env]``, refusing secret-looking keys or values (the loader rejects them already;
+    this is the second line of defence, with the loader's own rules)."""
+    for key, value in plan.profile.env.items():
+        reason = secret_key_reason(key) or secret_value_reason(value)
+        if reason:
             raise BundleError(
-                f"{plan.profile.path}: env.{key}: looks like a secret; provide secrets at run time, "
-                "never in the profile"
+                f"{plan.profile.path}: env.{key}: looks like a secret ({reason}); provide secrets at run "
+                "time, never in the profile"
             )
     return dict(sorted(plan.profile.env.items()))
 
