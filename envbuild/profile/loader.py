@@ -126,14 +126,18 @@ class _Load:
 def _locate(ref: str) -> tuple[Place, str, bool]:
     if _is_builtin_ref(ref) and ref in builtin_names():
         return builtin_place(profiles_dir(), ref), f"builtin:{ref}", True
-    path = Path(ref).expanduser() if not ref.startswith("~") else Path(ref)
-    if not path.is_file():
+    path = Path(ref)
+    try:
+        exists = "\0" not in ref and path.is_file()
+    except OSError:
+        exists = False
+    if not exists:
         names = builtin_names()
         hint = did_you_mean(ref, names) if _is_builtin_ref(ref) else ""
-        raise UsageError(
-            f"{ref}: no such profile file or built-in profile{hint}; built-ins: {choices(names)}"
-        )
-    place = root_place(path, ref)
+        shown = ref if ref.isprintable() else repr(ref)
+        message = f"no such profile file or built-in profile{hint}; built-ins: {choices(names)}"
+        raise UsageError(f"{shown}: {message}")
+    place = root_place(path, ref if ref.isprintable() else repr(ref))
     return place, place.label, False
 
 

@@ -14,6 +14,8 @@ What comes out (in file order):
 * ``option``: each global option, normalised to its long form (``--index-url URL``, ``--pre``,
   ``--only-binary :all:``, ``-c constraints.txt`` ...).  A constraints file must exist inside the
   profile's folder; it is read and hashed with the profile.
+* ``--find-links`` keeps local paths as written (pip accepts them; envbuild's own wheelhouse is the
+  supported way to build offline).
 * ``include``: ``-r other.txt`` (relative to the including file, inside the profile's folder, cycles
   rejected), followed by the included file's own lines.
 
@@ -30,16 +32,10 @@ import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import (
-    InvalidSdistFilename,
-    InvalidWheelFilename,
-    canonicalize_name,
-    parse_sdist_filename,
-    parse_wheel_filename,
-)
+from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
 
 from envbuild.errors import Issue
 from envbuild.models import RequirementLine
@@ -95,10 +91,19 @@ class LineError(Exception):
     """A problem in one requirement line; the loader turns it into an Issue."""
 
 
+def _split_url(url: str) -> SplitResult:
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # validates the port
+    except ValueError as exc:
+        raise LineError(f"URL {url!r} is malformed: {exc}") from None
+    return parts
+
+
 def _check_url(url: str, *, allow_ssh_user: bool = False) -> None:
     if has_control(url) or " " in url:
         raise LineError(f"URL {url!r} contains spaces or control characters")
-    parts = urlsplit(url)
+    parts = _split_url(url)
     if parts.password is not None or (parts.username is not None and not allow_ssh_user):
         raise LineError(f"URL for host {parts.hostname!r} carries credentials: {SECRET_HINT}")
 
@@ -121,7 +126,7 @@ def parse_requirement(arg: str) -> tuple[str, str]:
     except InvalidRequirement as exc:
         raise LineError(f"not a valid requirement (PEP 508): {exc}") from None
     if req.url is not None:
-        scheme = urlsplit(req.url).scheme.lower()
+        scheme = _split_url(req.url).scheme.lower()
         if scheme == "file" or scheme.endswith("+file") or not scheme:
             raise LineError(
                 f"local path {req.url!r} is not in the image's build context: publish it or use a URL"
@@ -152,13 +157,13 @@ def _bare_location(text: str) -> str:
     name = params.get("egg")
     kept = "&".join(p for p in fragment.split("&") if p and not p.startswith("egg="))
     if name is None:
-        filename = urlsplit(url).path.rsplit("/", 1)[-1]
+        filename = _split_url(url).path.rsplit("/", 1)[-1]
         try:
             if filename.endswith(".whl"):
                 name = str(parse_wheel_filename(filename)[0])
             else:
                 name = str(parse_sdist_filename(filename)[0])
-        except (InvalidWheelFilename, InvalidSdistFilename):
+        except ValueError:  # InvalidWheelFilename, InvalidSdistFilename, InvalidVersion
             raise LineError(
                 f"cannot tell the project name of {location!r}: write 'name @ URL' or add '#egg=name'"
             ) from None

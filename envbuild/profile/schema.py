@@ -8,6 +8,7 @@ every problem is reported once, against the file that holds it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, get_args
@@ -47,7 +48,7 @@ def _companion(value: str) -> str | None:
 
 def _range(low: float, high: float, *, strict_low: bool = False) -> Check:
     def check(value: float) -> str | None:
-        if (value <= low if strict_low else value < low) or value > high:
+        if not math.isfinite(value) or (value <= low if strict_low else value < low) or value > high:
             bound = f"> {low:g}" if strict_low else f">= {low:g}"
             return f"must be {bound} and <= {high:g}, got {value!r}"
         return None
@@ -192,7 +193,8 @@ class _Checker:
         ok = True
         for k, v in value.items():
             problem = _json_key(k)
-            if problem is None and (isinstance(v, dict | list) or (isinstance(v, str) and f.has_control(v))):
+            scalar = isinstance(v, str | int | float) and not (isinstance(v, float) and not math.isfinite(v))
+            if problem is None and (not scalar or (isinstance(v, str) and f.has_control(v))):
                 problem = "expected value must be a string, number or boolean without control characters"
             if problem:
                 self.add(f"{key}.{_keyname(k)}", problem)
