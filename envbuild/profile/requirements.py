@@ -32,14 +32,14 @@ import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from urllib.parse import SplitResult, urlsplit
+from urllib.parse import SplitResult, parse_qsl, urlsplit
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
 
 from envbuild.errors import Issue
 from envbuild.models import RequirementLine
-from envbuild.profile.fields import SECRET_HINT, has_control
+from envbuild.profile.fields import SECRET_HINT, has_control, secret_key_reason, secret_value_reason
 from envbuild.profile.paths import Place, PlaceError
 
 MAX_INCLUDE_DEPTH = 16
@@ -106,6 +106,13 @@ def _check_url(url: str, *, allow_ssh_user: bool = False) -> None:
     parts = _split_url(url)
     if parts.password is not None or (parts.username is not None and not allow_ssh_user):
         raise LineError(f"URL for host {parts.hostname!r} carries credentials: {SECRET_HINT}")
+    for name, _ in parse_qsl(parts.query, keep_blank_values=True):
+        upper = name.upper().replace("-", "_")
+        if secret_key_reason(upper) or upper.endswith(("SIGNATURE", "_SIG")) or upper in ("SIG", "KEY"):
+            raise LineError(f"URL for host {parts.hostname!r} carries a secret in {name!r}: {SECRET_HINT}")
+    if secret_value_reason(url):
+        host = parts.hostname
+        raise LineError(f"URL for host {host!r} holds what looks like an access token: {SECRET_HINT}")
 
 
 def parse_requirement(arg: str) -> tuple[str, str]:
