@@ -45,23 +45,24 @@ def _row_label(data: Any, loc: tuple[int | str, ...]) -> str:
     """``('card', 3, 'memory_gib')`` -> ``card[3] (id 'h100'): memory_gib``."""
     parts: list[str] = []
     node: Any = data
-    row_id = ""
+    row, row_len = "", 0
     for item in loc:
-        if isinstance(item, int):
-            parts[-1] = f"{parts[-1]}[{item}]" if parts else f"[{item}]"
+        if isinstance(item, int) and parts:
+            parts[-1] = f"{parts[-1]}[{item}]"
         else:
-            parts.append(item)
+            parts.append(str(item))
         try:
             node = node[item]
         except (KeyError, IndexError, TypeError):
             node = None
         if isinstance(node, dict):
-            for key in ("id", "variant", "version", "series", "major"):
-                if key in node:
-                    row_id = f"{parts[-1]} ({key} {node[key]!r})"
-                    break
-    where = ".".join(parts) or "(top level)"
-    return f"{where} [{row_id}]" if row_id and row_id.split(" (")[0] != where else where
+            key = next((k for k in ("id", "variant", "version", "series", "major") if k in node), None)
+            if key is not None:
+                row, row_len = f"{'.'.join(parts)} ({key} {node[key]!r})", len(parts)
+    rest = ".".join(parts[row_len:]) if row else ".".join(parts)
+    if row:
+        return f"{row}: {rest}" if rest else row
+    return rest or "(top level)"
 
 
 def _load(path: Path, model: type[M]) -> M:

@@ -172,7 +172,8 @@ def check_driver(ctx: Context, out: Findings) -> None:
         if card.min_driver and not driver_at_least(drv, card.min_driver):
             out.error(
                 "E-DRIVER-CARD",
-                f"{card.name} needs driver >= {card.min_driver} (R570+ for Blackwell); driver {drv} cannot drive it",
+                f"{card.name} needs driver >= {card.min_driver} (R570+ for Blackwell); "
+                f"driver {drv} cannot drive it",
             )
     if not driver_at_least(drv, floor):
         out.error(

@@ -39,6 +39,10 @@ def _matches(req: Requirement, version: str, local: str | None) -> bool:
 
 def resolve_pins(ctx: Context, out: Findings) -> None:
     if ctx.patch is None or ctx.variant is None:
+        for line in ctx.profile.python.lines:
+            if ctx.patch is None and line.kind == "requirement" and line.name:
+                _user_line(ctx, out, line, {}, {})
+            ctx.requirements.append(line)
         return
     pairs = _release_versions(ctx)
     src = f"catalog: {ctx.patch.source} [{ctx.patch.tier}]"
