@@ -13,7 +13,7 @@ import shlex
 from envbuild.errors import BundleError
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>#|~])")  # [ ] escaped, so ( ) ! cannot form links
 
 
 def check_plain(value: str, what: str) -> str:

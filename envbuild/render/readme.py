@@ -60,6 +60,7 @@ def render_readme(result: CheckResult, command: str) -> str:
         gpu_memory=f"{profile.resources.gpu_memory_gib:g} GiB" if profile.resources.gpu_memory_gib else "",
         min_driver=plan.min_driver or "",
         backend=plan.backend,
+        backend_name={"cuda": "CUDA", "rocm": "ROCm", "cpu": "CPU"}[plan.backend],
         accelerator_version=plan.accelerator_version or "",
         torch=f"{plan.torch_version}+{plan.torch_variant}" if plan.torch_version else "",
         os_name=md(plan.os_name, "os"),

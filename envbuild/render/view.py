@@ -193,6 +193,7 @@ class OrderRow:
     memory_per_lot: str
     lots: int
     cards: int
+    memory_total: str
 
 
 def lots_needed(gpus: int, cards_per_lot: int) -> int:
@@ -208,16 +209,21 @@ def order_rows(plan: Plan) -> tuple[OrderRow, ...]:
     rows = []
     for card in plan.targets:
         lots = lots_needed(gpus, card.cards_per_lot)
+
+        def memory(cards: int, card_memory: float = card.memory_gib, gpu: bool = card.vendor != "cpu") -> str:
+            return _gib(card_memory * cards) if gpu else "-"
+
         rows.append(
             OrderRow(
                 card=card.name,
                 vendor=card.vendor,
                 arch=card.arch or "-",
                 cards_per_lot=card.cards_per_lot,
-                memory_per_card=_gib(card.memory_gib) if card.vendor != "cpu" else "-",
-                memory_per_lot=_gib(card.memory_gib * card.cards_per_lot) if card.vendor != "cpu" else "-",
+                memory_per_card=memory(1),
+                memory_per_lot=memory(card.cards_per_lot),
                 lots=lots,
                 cards=lots * card.cards_per_lot,
+                memory_total=memory(lots * card.cards_per_lot),
             )
         )
     return tuple(rows)
