@@ -33,14 +33,14 @@ def arch_covered(arch: str, arch_list: Sequence[str]) -> str | None:
     dev = _sm(arch)
     if dev is None:
         return None
-    for entry in arch_list:
-        have = _sm(entry)
-        if entry.startswith("sm_") and have and have[0] == dev[0] and have[1] <= dev[1]:
-            return f"cubin {entry}"
-    for entry in arch_list:
-        have = _sm(entry)
-        if entry.startswith("compute_") and have and have <= dev:
-            return f"PTX {entry} (JIT at first use)"
+    cubins = [
+        (cc, e) for e in arch_list if e.startswith("sm_") and (cc := _sm(e)) and cc[0] == dev[0] and cc <= dev
+    ]
+    if cubins:
+        return f"cubin {max(cubins)[1]}"  # the loader picks the closest cubin
+    ptx = [(cc, e) for e in arch_list if e.startswith("compute_") and (cc := _sm(e)) and cc <= dev]
+    if ptx:
+        return f"PTX {max(ptx)[1]} (JIT at first use)"
     return None
 
 
