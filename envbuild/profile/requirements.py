@@ -32,24 +32,25 @@ import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from urllib.parse import SplitResult, parse_qsl, urlsplit
-
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
 
 from envbuild.errors import Issue
 from envbuild.models import RequirementLine
-from envbuild.profile.fields import SECRET_HINT, has_control, secret_key_reason, secret_value_reason
+from envbuild.profile.fields import has_control
 from envbuild.profile.paths import Place, PlaceError
+from envbuild.profile.pep508 import (
+    ENV_VAR_MSG,
+    ENV_VAR_RE,
+    SCHEME_RE,
+    LineError,
+    check_url,
+    parse_requirement,
+)
 
 MAX_INCLUDE_DEPTH = 16
 _COMMENT_RE = re.compile(r"(^|\s+)#.*$")
-_ENV_VAR_RE = re.compile(r"\$\{[^}]*\}")
-_SCHEME_RE = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://")
 _HASH_RE = {"sha256": 64, "sha384": 96, "sha512": 128}
 _HOST_RE = re.compile(r"[A-Za-z0-9.-]+(?::[0-9]+)?|\[[0-9a-fA-F:]+\](?::[0-9]+)?")
 _BINARY_RE = re.compile(r":all:|:none:|[A-Za-z0-9._-]+(?:,[A-Za-z0-9._-]+)*")
-_VCS_PREFIXES = ("git+", "hg+", "svn+", "bzr+")
 
 # long option -> takes a value?  Short aliases map onto long ones.
 _OPTIONS: dict[str, bool] = {
@@ -81,101 +82,6 @@ EDITABLE_MSG = (
     "-e/--editable is not supported: an editable checkout is not reproducible in an image; "
     "use 'name @ git+https://host/repo@REV' or a published version"
 )
-ENV_VAR_MSG = (
-    "environment variable references (${VAR}) are not allowed: pip would expand them at build time and "
-    f"bake the value into the image; {SECRET_HINT}"
-)
-
-
-class LineError(Exception):
-    """A problem in one requirement line; the loader turns it into an Issue."""
-
-
-def _split_url(url: str) -> SplitResult:
-    try:
-        parts = urlsplit(url)
-        _ = parts.port  # validates the port
-    except ValueError as exc:
-        raise LineError(f"URL {url!r} is malformed: {exc}") from None
-    return parts
-
-
-def _check_url(url: str, *, allow_ssh_user: bool = False) -> None:
-    if has_control(url) or " " in url:
-        raise LineError(f"URL {url!r} contains spaces or control characters")
-    parts = _split_url(url)
-    if parts.password is not None or (parts.username is not None and not allow_ssh_user):
-        raise LineError(f"URL for host {parts.hostname!r} carries credentials: {SECRET_HINT}")
-    for name, _ in parse_qsl(parts.query, keep_blank_values=True):
-        upper = name.upper().replace("-", "_")
-        if secret_key_reason(upper) or upper.endswith(("SIGNATURE", "_SIG")) or upper in ("SIG", "KEY"):
-            raise LineError(f"URL for host {parts.hostname!r} carries a secret in {name!r}: {SECRET_HINT}")
-    if secret_value_reason(url):
-        host = parts.hostname
-        raise LineError(f"URL for host {host!r} holds what looks like an access token: {SECRET_HINT}")
-
-
-def parse_requirement(arg: str) -> tuple[str, str]:
-    """Parse one requirement (no options): return ``(normalised text, canonical name)``."""
-    if _ENV_VAR_RE.search(arg):
-        raise LineError(ENV_VAR_MSG)
-    if has_control(arg):
-        raise LineError("requirement contains control characters")
-    text = arg.strip()
-    if not text:
-        raise LineError("requirement is empty")
-    if text.startswith("-"):
-        raise LineError(f"{text!r} is an option, not a requirement; put options in a requirements file")
-    if "@" not in text.split(";")[0] or _SCHEME_RE.match(text):
-        text = _bare_location(text)
-    try:
-        req = Requirement(text)
-    except InvalidRequirement as exc:
-        raise LineError(f"not a valid requirement (PEP 508): {exc}") from None
-    if req.url is not None:
-        scheme = _split_url(req.url).scheme.lower()
-        if scheme == "file" or scheme.endswith("+file") or not scheme:
-            raise LineError(
-                f"local path {req.url!r} is not in the image's build context: publish it or use a URL"
-            )
-        if scheme not in ("https", "http") and not scheme.startswith(_VCS_PREFIXES):
-            raise LineError(f"URL scheme {scheme!r} is not supported: use https://, or git+https:// for VCS")
-        _check_url(req.url, allow_ssh_user=scheme.endswith("+ssh"))
-    return str(req), canonicalize_name(req.name)
-
-
-def _bare_location(text: str) -> str:
-    """pip accepts a bare URL or path as a requirement; rewrite URLs as ``name @ url``, refuse paths."""
-    location, sep, marker = text.partition("; ")
-    location = location.strip()
-    if not _SCHEME_RE.match(location):
-        looks_like_path = location.startswith((".", "/", "~")) or "/" in location or "\\" in location
-        if looks_like_path or location.endswith((".whl", ".zip", ".tar.gz", ".tar.bz2")):
-            raise LineError(
-                f"local path {location!r} is not in the image's build context: publish it or use a URL"
-            )
-        return text  # a plain PEP 508 string
-    if location.lower().startswith("file:") or "+file:" in location.lower():
-        raise LineError(
-            f"local path {location!r} is not in the image's build context: publish it or use a URL"
-        )
-    url, _, fragment = location.partition("#")
-    params = dict(p.split("=", 1) for p in fragment.split("&") if "=" in p)
-    name = params.get("egg")
-    kept = "&".join(p for p in fragment.split("&") if p and not p.startswith("egg="))
-    if name is None:
-        filename = _split_url(url).path.rsplit("/", 1)[-1]
-        try:
-            if filename.endswith(".whl"):
-                name = str(parse_wheel_filename(filename)[0])
-            else:
-                name = str(parse_sdist_filename(filename)[0])
-        except ValueError:  # InvalidWheelFilename, InvalidSdistFilename, InvalidVersion
-            raise LineError(
-                f"cannot tell the project name of {location!r}: write 'name @ URL' or add '#egg=name'"
-            ) from None
-    target = url + (f"#{kept}" if kept else "")
-    return f"{name} @ {target}" + (f" ; {marker}" if sep else "")
 
 
 @dataclass
@@ -251,10 +157,10 @@ def _option_line(name: str, value: str | None, place: Place, state: _State, orig
     if name in ("--index-url", "--extra-index-url"):
         if not value.startswith(("https://", "http://")):
             raise LineError(f"{name} must be an http(s) URL, got {value!r}")
-        _check_url(value)
+        check_url(value)
     elif name == "--find-links":
-        if _SCHEME_RE.match(value):
-            _check_url(value)
+        if SCHEME_RE.match(value):
+            check_url(value)
     elif name == "--trusted-host":
         if not _HOST_RE.fullmatch(value):
             raise LineError(f"--trusted-host {value!r} is not a host[:port]")
@@ -265,7 +171,7 @@ def _option_line(name: str, value: str | None, place: Place, state: _State, orig
         if not re.fullmatch(r"[a-z0-9-]+", value):
             raise LineError(f"--use-feature {value!r} is not a feature name")
     elif name in ("--requirement", "--constraint"):
-        if _SCHEME_RE.match(value):
+        if SCHEME_RE.match(value):
             raise LineError(f"{name} {value!r}: download the file into the profile's folder so it is hashed")
         try:
             target = place.child(value)
@@ -326,7 +232,7 @@ def _parse_file(place: Place, state: _State) -> None:
         for number, line in _logical_lines(text):
             origin = f"{place.label}:{number}"
             try:
-                if _ENV_VAR_RE.search(line):
+                if ENV_VAR_RE.search(line):
                     raise LineError(ENV_VAR_MSG)
                 tokens = line.split(" ")
                 split = next((i for i, tok in enumerate(tokens) if tok.startswith("-")), len(tokens))

@@ -16,7 +16,7 @@ from typing import Any, get_args
 from envbuild.errors import Issue, choices
 from envbuild.models import Backend, BlenderDevice, Kind, OsId
 from envbuild.profile import fields as f
-from envbuild.profile.requirements import LineError, parse_requirement
+from envbuild.profile.pep508 import LineError, parse_requirement
 
 Check = Callable[[Any], str | None]
 MAX_LIST = 512
