@@ -223,3 +223,71 @@ def test_malformed_row(tmp_path: Path, file: str, old: str, new: str, expect: st
     path.write_text(text.replace(old, new, 1), encoding="utf-8")
     with pytest.raises(CatalogError, match=expect):
         load_catalog(data)
+
+
+# ---- milestones stated in compat-facts §1/§2a, checked over every release x variant row ---------------
+
+
+def _all_cuda_wheels(cat):  # type: ignore[no-untyped-def]
+    from packaging.version import Version
+
+    for rel in cat.releases:
+        for wheel in rel.cuda:
+            yield Version(rel.series), wheel
+
+
+def test_sm100_first_in_2_7_cu128(cat) -> None:  # type: ignore[no-untyped-def]
+    from packaging.version import Version
+
+    for series, wheel in _all_cuda_wheels(cat):
+        has = (10, 0) in wheel.cubins
+        assert has == (series >= Version("2.7") and wheel.variant >= "cu128"), (series, wheel.variant)
+
+
+def test_sm90_in_every_wheel_and_sm89_never(cat) -> None:  # type: ignore[no-untyped-def]
+    for _, wheel in _all_cuda_wheels(cat):
+        assert (9, 0) in wheel.cubins
+        assert (8, 9) not in wheel.cubins
+
+
+def test_old_archs_milestones(cat) -> None:  # type: ignore[no-untyped-def]
+    from packaging.version import Version
+
+    for series, wheel in _all_cuda_wheels(cat):
+        if (3, 7) in wheel.cubins:  # sm_37 last in cu118 (<= 2.7)
+            assert wheel.variant == "cu118" and series <= Version("2.7")
+        if (5, 0) in wheel.cubins:  # sm_50/60 only in cu126 and older
+            assert wheel.variant <= "cu126"
+        if wheel.variant.startswith("cu13"):  # CUDA 13 starts at Turing
+            assert min(wheel.cubins) == (7, 5)
+        if wheel.variant in {"cu128", "cu129"} and (7, 0) in wheel.cubins:  # Volta kept 2.8-2.10
+            assert Version("2.8") <= series <= Version("2.10")
+
+
+def test_pypi_default_by_release(cat) -> None:  # type: ignore[no-untyped-def]
+    expected = {
+        "2.1": "cu121", "2.2": "cu121", "2.3": "cu121", "2.4": "cu121", "2.5": "cu124", "2.6": "cu124",
+        "2.7": "cu126", "2.8": "cu128", "2.9": "cu128", "2.10": "cu128", "2.11": "cu130", "2.12": "cu130",
+        "2.13": "cu130",
+    }  # fmt: skip
+    assert {r.series: r.pypi_default_cuda for r in cat.releases if r.series in expected} == expected
+
+
+def test_companion_pairing_rule(cat) -> None:  # type: ignore[no-untyped-def]
+    for rel in cat.releases:
+        minor = int(rel.series.split(".")[1])
+        for patch in rel.patch:
+            micro = patch.version.split(".")[2]
+            assert patch.torchvision == f"0.{minor + 15}.{micro}"
+            if minor <= 11:
+                assert patch.torchaudio == patch.version
+            else:
+                assert patch.torchaudio is None
+
+
+def test_image_os_are_known(cat) -> None:  # type: ignore[no-untyped-def]
+    oses = {o.id for o in cat.oses}
+    for tk in cat.toolkits.cuda:
+        assert set(tk.image_os) <= oses
+    for rv in cat.toolkits.rocm:
+        assert set(rv.image_os) <= oses and "debian12" not in rv.image_os

@@ -13,7 +13,7 @@ from envbuild.plan.environment import check_glibc
 from envbuild.plan.findings import Findings
 from envbuild.plan.hardware import check_arch, check_toolkit_minimums
 from envbuild.plan.versions import image_platforms, validate_driver, wheel_problem
-from tests.plan_helpers import profile, req
+from tests.test_plan_support import profile, req
 
 
 def test_cuda_plan_runtime_and_pins() -> None:

@@ -52,11 +52,10 @@ def _device(ctx: Context, out: Findings, s: BlenderSeries, device: str, card: Ca
         return
     if device in {"CUDA", "OPTIX"}:
         if card.vendor != "nvidia" or card.cc is None:
-            alt = (
-                "HIP is not available on AMD Instinct either: render with CPU"
-                if card.vendor == "amd"
-                else "CPU"
-            )
+            alt = {
+                "amd": "AMD Instinct has no Blender HIP kernels either, so render with the CPU device",
+                "cpu": "this target has no GPU, so render with the CPU device",
+            }.get(card.vendor, "use the CPU device")
             out.error("E-BLENDER-DEVICE", f"{name}: {device} needs an NVIDIA GPU; {alt}")
             return
         cc = card.cc
