@@ -63,6 +63,7 @@ RESERVED_ENV = {
 }
 SECRET_HINT = "provide secrets at run time, never in the profile"
 _SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "APIKEY", "PRIVATEKEY", "ACCESSKEY")
+_NOT_AUTH = ("AUTHOR", "AUTHORS", "AUTHORITY")  # GIT_AUTHOR_NAME, CERT_AUTHORITY are not secrets
 _SECRET_PAIRS = ("API_KEY", "ACCESS_KEY", "PRIVATE_KEY", "SECRET_KEY", "AUTH_KEY", "SESSION_KEY")
 # Well-known credential formats (Hugging Face, GitHub, OpenAI-style, AWS access key ids, Slack, JWT).
 _SECRET_VALUE_RE = re.compile(
@@ -134,11 +135,7 @@ def secret_key_reason(key: str) -> str | None:
                 return f"contains {secret}"
             if secret in ("SECRET", "PASSWORD", "PASSWD", "CREDENTIAL") and word.startswith(secret):
                 return f"contains {secret}"
-        if (
-            word == "AUTH"
-            or (word.startswith("AUTH") and not word.startswith("AUTHOR"))
-            or word.endswith("AUTH")
-        ):
+        if word == "AUTH" or (word.startswith("AUTH") and word not in _NOT_AUTH) or word.endswith("AUTH"):
             return "contains AUTH"
         if word == "PASS" or (word == "PWD" and upper != "PWD"):
             return f"contains {word}"
