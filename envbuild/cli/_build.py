@@ -149,3 +149,43 @@ def build_command(
     click.echo(
         f"built {built.tag} ({built.image_id[:19]}) in {built.seconds:.1f} s{cached}; log: {built.log}"
     )
+
+
+def validate_image_command(
+    image: str,
+    gpus: str | None,
+    lock: Path | None,
+    python: str | None,
+    out: Path,
+    stages: str | None,
+    keep_going: bool,
+    as_json: bool,
+    workdir: Path | None,
+    timeouts: tuple[str, ...],
+) -> int:
+    """``envbuild validate --image TAG``: the validator inside a container, its report copied to ``out``.
+
+    Returns the in-container validator's exit code.
+    """
+    from envbuild.build.run import validate_image
+    from envbuild.errors import UsageError
+
+    if lock is not None or python is not None:
+        raise UsageError("--image uses the lock and interpreter inside the image; drop --lock/--python")
+    args: list[str] = []
+    if stages:
+        args += ["--stages", stages]
+    if keep_going:
+        args.append("--keep-going")
+    if workdir is not None:
+        args += ["--workdir", str(workdir)]
+    for item in timeouts:
+        args += ["--timeout", item]
+    result = validate_image(image, out=out, gpus=gpus, validator_args=args)
+    if as_json and result.run_dirs:
+        click.echo((result.run_dirs[-1] / "report.json").read_text(encoding="utf-8"), nl=False)
+    for run_dir in result.run_dirs:
+        _say(f"report copied to {run_dir}")
+    if not result.run_dirs:
+        _say(f"the validator in {image} exited {result.exit_code} without writing a report")
+    return result.exit_code

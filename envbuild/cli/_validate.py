@@ -116,8 +116,16 @@ def validate_command(
 @click.option(
     "--timeout", "timeouts", multiple=True, metavar="STAGE=SECONDS", help="override a stage's timeout"
 )
+@click.option(
+    "--image", default=None, help="validate inside a container of this image (report copied to --out)"
+)
+@click.option(
+    "--gpus", default=None, metavar="all|N", help="with --image: GPUs to expose (default all for CUDA)"
+)
 @handle_errors
 def validate_cmd(
+    image: str | None,
+    gpus: str | None,
     lock: Path | None,
     python: str | None,
     out: Path,
@@ -129,6 +137,14 @@ def validate_cmd(
 ) -> None:
     """Check this machine against the lock, stage by stage, and write a verifiable report."""
     from envbuild.validate import DEFAULT_LOCK
+
+    if image is not None or gpus is not None:  # envbuild validate --image TAG: see envbuild/build/run.py
+        from envbuild.cli._build import validate_image_command
+
+        if image is None:
+            raise UsageError("--gpus needs --image")
+        args = (lock, python, out, stages, keep_going, as_json, workdir, timeouts)
+        sys.exit(validate_image_command(image, gpus, *args))
 
     code = validate_command(lock or DEFAULT_LOCK, python, out, stages, keep_going, as_json, workdir, timeouts)
     sys.exit(code)

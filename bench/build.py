@@ -1,0 +1,141 @@
+"""Measure image builds of the built-in ``pytorch-cpu`` bundle with the real engine.
+
+Prints: the cold build time (``--no-cache``), the warm rebuild with nothing changed, the rebuild
+when only ``app/`` changed, and the image size next to a naive single-stage Dockerfile installing
+the same packages from the same wheelhouse.  Images are tagged with a random suffix and removed.
+
+    PIP_RETRIES=0 .venv/bin/python bench/build.py [--base-image envbuild/debian:12] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from contextlib import suppress
+from pathlib import Path
+
+from envbuild.build.engine import docker_client
+from envbuild.build.fetch import fetch
+from envbuild.build.image import BuildResult, build_image
+
+NAIVE_DOCKERFILE = """\
+# The naive way: one stage, the wheelhouse copied in, tools left installed, pip's defaults.
+ARG BASE_IMAGE=debian:12
+FROM ${BASE_IMAGE}
+RUN apt-get update && apt-get install -y python3 python3-venv python3-dev g++ ca-certificates
+COPY . /src
+RUN python3 -m venv /opt/venv \\
+ && /opt/venv/bin/pip install --no-index --find-links /src/wheelhouse -r /src/requirements-rebuild.txt
+WORKDIR /src/app
+"""
+
+
+def render(out: Path) -> Path:
+    bundle = out / "pytorch-cpu"
+    subprocess.run(
+        [sys.executable, "-m", "envbuild", "render", "pytorch-cpu", "--out", str(bundle)],
+        check=True,
+        capture_output=True,
+    )
+    return bundle
+
+
+def size_mb(client: object, tag: str) -> float:
+    image = client.images.get(tag)  # type: ignore[attr-defined]
+    return float(image.attrs["Size"]) / 1e6
+
+
+def layers(client: object, tag: str) -> int:
+    image = client.images.get(tag)  # type: ignore[attr-defined]
+    return len(image.attrs["RootFS"]["Layers"])
+
+
+def line(label: str, result: BuildResult) -> str:
+    return f"{label:<34} {result.seconds:8.1f} s   ({result.cached_steps}/{len(result.steps)} steps cached)"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--base-image", default=os.environ.get("ENVBUILD_TEST_BASE_IMAGE", "envbuild/debian:12")
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the images")
+    args = parser.parse_args()
+    client = docker_client()
+    suffix = uuid.uuid4().hex[:10]
+    tag, naive_tag = f"envbuild-bench/pytorch-cpu:{suffix}", f"envbuild-bench/naive:{suffix}"
+    results: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="envbuild-bench-") as tmp:
+        bundle = render(Path(tmp))
+        started = time.monotonic()
+        fetched = fetch(bundle)
+        results.append(
+            f"{'fetch (wheelhouse + tools)':<34} {time.monotonic() - started:8.1f} s   "
+            f"({len(fetched.wheels)} wheels, {len(fetched.tools)} tool wheels)"
+        )
+        try:
+            cold = build_image(bundle, tag, base_image=args.base_image, no_cache=True, progress=False)
+            results.append(line("cold build (--no-cache)", cold))
+            warm = build_image(bundle, tag, base_image=args.base_image, progress=False)
+            results.append(line("warm rebuild, nothing changed", warm))
+            app = bundle / "app" / "bench-touch.txt"
+            app.write_text(f"changed {suffix}\n")
+            changed = build_image(bundle, tag, base_image=args.base_image, progress=False)
+            results.append(line("rebuild, only app/ changed", changed))
+            naive_dir = Path(tmp) / "naive"
+            naive_dir.mkdir()
+            shutil.copy2(bundle / "requirements-rebuild.txt", naive_dir)
+            shutil.copytree(bundle / "wheelhouse", naive_dir / "wheelhouse")
+            shutil.copytree(bundle / "app", naive_dir / "app")
+            (naive_dir / "Dockerfile").write_text(NAIVE_DOCKERFILE)
+            started = time.monotonic()
+            proc = subprocess.run(
+                [
+                    "docker",
+                    "build",
+                    "-q",
+                    "--build-arg",
+                    f"BASE_IMAGE={args.base_image}",
+                    "-t",
+                    naive_tag,
+                    ".",
+                ],
+                cwd=naive_dir,
+                capture_output=True,
+                text=True,
+            )
+            if proc.returncode != 0:
+                print(proc.stderr[-2000:], file=sys.stderr)
+                return 1
+            naive_seconds = time.monotonic() - started
+            results.append(f"{'naive single-stage build':<34} {naive_seconds:8.1f} s")
+            ours, naive = size_mb(client, tag), size_mb(client, naive_tag)
+            for label, name, size in (
+                ("envbuild (multi-stage)", tag, ours),
+                ("naive single-stage", naive_tag, naive),
+            ):
+                results.append(
+                    f"{'image size, ' + label:<34} {size:8.0f} MB   ({layers(client, name)} layers)"
+                )
+            results.append(f"{'saved':<34} {naive - ours:8.0f} MB   ({100 * (naive - ours) / naive:.0f} %)")
+        finally:
+            if not args.keep:
+                for name in (tag, naive_tag):
+                    with suppress(Exception):  # absent when a build failed
+                        client.images.remove(name, force=True)
+    print(f"envbuild build bench: pytorch-cpu on {args.base_image} ({os.cpu_count()} CPUs)")
+    for text in results:
+        print("  " + text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
