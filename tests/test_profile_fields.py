@@ -101,6 +101,7 @@ def test_secret_keys(key: str) -> None:
         "OMP_NUM_THREADS",
         "PASSAGE",
         "KEYBOARD",
+        "CERT_AUTHORITY",
     ],
 )
 def test_not_secret_keys(key: str) -> None:
