@@ -212,3 +212,22 @@ def test_image_platforms() -> None:
         tags[0] == "manylinux_2_36_x86_64" and "manylinux2014_x86_64" in tags and "manylinux1_x86_64" in tags
     )
     assert "manylinux_2_37_x86_64" not in tags
+
+
+def test_unknown_torch_suggests_newest_ga() -> None:
+    result = check(profile(torch="1.13.1"))
+    (f,) = [f for f in result.findings if f.code == "E-TORCH-UNKNOWN"]
+    assert "2.13.0" in f.message and "2.1" in f.message
+    assert result.plan.pins == () and result.plan.torch_version is None
+
+
+def test_series_resolves_to_newest_patch() -> None:
+    result = check(profile(torch="2.7", version="12.8"))
+    assert result.plan.torch_version == "2.7.1"
+    assert "I-TORCH-PATCH" in {f.code for f in result.findings}
+
+
+def test_version_ignored_for_cpu() -> None:
+    result = check(profile(backend="cpu", targets=(), torch=None, version="12.8"))
+    assert "W-VERSION-IGNORED" in {f.code for f in result.findings}
+    assert result.plan.accelerator_version is None

@@ -24,6 +24,11 @@ def _covers_all(ctx: Context, wheel: CudaWheel) -> bool:
     return all(c.cc is not None and cubin_covers(wheel.cubins, c.cc) for c in ctx.gpu_cards)
 
 
+def newest_ga(ctx: Context) -> str:
+    ga = [r for r in ctx.catalog.releases if r.status == "ga"]
+    return max(ga, key=lambda r: Version(r.series)).patch[-1].version
+
+
 def resolve_torch(ctx: Context, out: Findings) -> None:
     spec = ctx.profile.torch.version
     if spec is None:
@@ -35,7 +40,7 @@ def resolve_torch(ctx: Context, out: Findings) -> None:
         out.error(
             "E-TORCH-UNKNOWN",
             f"torch.version {spec!r} is not a release envbuild knows (series {known}); "
-            "choose a published release such as " + ctx.catalog.releases[-2].patch[-1].version,
+            f"choose a published release such as {newest_ga(ctx)}",
         )
         return
     ctx.release, ctx.patch = found
@@ -106,7 +111,7 @@ def _resolve_cuda_variant(ctx: Context, out: Findings) -> None:
     out.info(
         "I-VARIANT-DERIVED",
         f"accelerator.version not set: using {chosen.variant} ({_cuda_name(chosen.variant)}), {reason}; "
-        f"torch {patch} also has {listing}.",
+        f"torch {patch} publishes {listing}.",
     )
 
 
@@ -141,7 +146,7 @@ def _resolve_rocm_variant(ctx: Context, out: Findings) -> None:
         out.info(
             "I-VARIANT-DERIVED",
             f"accelerator.version not set: using {wheel.variant}, the newest ROCm build of torch "
-            f"{ctx.patch.version} (also: {listing}).",
+            f"{ctx.patch.version} (published: {listing}).",
         )
     ctx.variant = wheel.variant
     ctx.rocm_wheel = wheel
@@ -151,6 +156,8 @@ def _resolve_rocm_variant(ctx: Context, out: Findings) -> None:
 def resolve_toolkit_without_torch(ctx: Context, out: Findings) -> None:
     """No torch: pick the toolkit/ROCm version for the base image (Blender, plain Ubuntu with a GPU)."""
     wanted = ctx.profile.accelerator.version
+    if ctx.backend == "cpu" and wanted:
+        out.warning("W-VERSION-IGNORED", f"accelerator.version {wanted!r} is ignored for the cpu backend")
     if ctx.backend == "cuda":
         tks = list(ctx.catalog.toolkits.cuda)
         if wanted:
