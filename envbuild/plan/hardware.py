@@ -202,7 +202,9 @@ def check_driver(ctx: Context, out: Findings) -> None:
             out.warning(
                 "W-DRIVER-MINOR-COMPAT",
                 f"driver {drv} is below {tk.driver} (CUDA {tk.image_version}) but >= {floor}: it runs under "
-                "minor-version compatibility with a limited feature set (no JIT of newer PTX)",
+                "minor-version compatibility with a limited feature set (no JIT of newer PTX); an "
+                "nvidia/cuda base image also sets NVIDIA_REQUIRE_CUDA, so the container toolkit may refuse "
+                f"to start it on this driver: prefer a machine with driver >= {tk.driver}",
             )
 
 
