@@ -139,6 +139,7 @@ def test_option_spellings_normalise(tmp_path: Path) -> None:
         "-i https://a.example/simple\n--extra-index-url=https://b.example/simple\n-fhttps://c.example/links\n"
     )
     body += "--no-index\n--require-hashes\n--use-feature=truststore\n--find-links ./wheels\n"
+    body += "--extra-index https://d.example/simple\n--pref\n"
     texts = [line.text for line in _lines(tmp_path, body)]
     assert texts == [
         "--index-url https://a.example/simple",
@@ -148,6 +149,8 @@ def test_option_spellings_normalise(tmp_path: Path) -> None:
         "--require-hashes",
         "--use-feature truststore",
         "--find-links ./wheels",
+        "--extra-index-url https://d.example/simple",
+        "--prefer-binary",
     ]
 
 
@@ -167,6 +170,7 @@ def test_option_spellings_normalise(tmp_path: Path) -> None:
         ("/abs/pkg-1.0-py3-none-any.whl\n", "local path"),
         ("foo @ file:///tmp/foo.whl\n", "local path"),
         ("--frobnicate\n", "unknown option"),
+        ("--no\n", "unknown option"),  # ambiguous prefix: --no-index, --no-binary
         ("foo==1.0 --install-option=--x\n", "not supported"),
         ("foo==1.0 --hash=md5:abc\n", "ALGO:HEX"),
         ("foo==1.0 --hash=sha256:abc\n", "ALGO:HEX"),

@@ -132,6 +132,10 @@ def _split_options(options: str) -> list[tuple[str, str | None]]:
         name, eq, value = token.partition("=") if token.startswith("--") else (token, "", "")
         if not token.startswith("--") and token[:2] in _SHORT:
             name, value, eq = _SHORT[token[:2]], token[2:], "=" if len(token) > 2 else ""
+        if name.startswith("--") and name not in _OPTIONS and name not in _PER_REQUIREMENT:
+            # optparse (and so pip) accepts any unambiguous prefix of a long option
+            matches = [o for o in (*_OPTIONS, *_PER_REQUIREMENT) if o.startswith(name)]
+            name = matches[0] if len(matches) == 1 and len(name) > 2 else name
         takes_value = _OPTIONS.get(name, name in _PER_REQUIREMENT)
         if name not in _OPTIONS and name not in _PER_REQUIREMENT:
             raise LineError(f"unknown option {token!r}; supported: {SUPPORTED_OPTIONS}")
