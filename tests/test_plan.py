@@ -231,3 +231,26 @@ def test_version_ignored_for_cpu() -> None:
     result = check(profile(backend="cpu", targets=(), torch=None, version="12.8"))
     assert "W-VERSION-IGNORED" in {f.code for f in result.findings}
     assert result.plan.accelerator_version is None
+
+
+def _hashed(text: str, name: str) -> RequirementLine:
+    return RequirementLine(
+        kind="requirement", text=text, name=name, hashes=("sha256:" + "a" * 64,), origin="r:1"
+    )
+
+
+def test_hash_mode_needs_hashes_everywhere() -> None:
+    hashed = _hashed("numpy==2.1.3", "numpy")
+    with_torch = check(profile(lines=(hashed,)))
+    (f,) = [f for f in with_torch.findings if f.code == "E-HASH-MODE"]
+    assert "torch==2.7.1+cu126" in f.message
+    no_torch = check(profile(backend="cpu", targets=(), torch=None, lines=(hashed,)))
+    assert "E-HASH-MODE" not in {f.code for f in no_torch.findings}
+    mixed = check(profile(backend="cpu", targets=(), torch=None, lines=(hashed, req("tqdm==4.67.1", "tqdm"))))
+    assert "E-HASH-MODE" in {f.code for f in mixed.findings}
+
+
+def test_require_hashes_option_counts() -> None:
+    opt = RequirementLine(kind="option", text="--require-hashes", origin="r.txt:1")
+    result = check(profile(backend="cpu", targets=(), torch=None, lines=(opt, req("tqdm==4.67.1", "tqdm"))))
+    assert "E-HASH-MODE" in {f.code for f in result.findings}

@@ -66,6 +66,7 @@ def check(profile: Profile, targets: Sequence[str] | None = None, driver: str | 
     builds, vcs = packages.check_requirement_urls(ctx, out)
     ctx.compiles = builds or (ctx.patch is not None and profile.validate_.compile_extensions)
     packages.resolve_pins(ctx, out)
+    packages.check_hash_mode(ctx, out)
     hardware.check_vendor(ctx, out)
     hardware.check_arch(ctx, out)
     hardware.check_toolkit_minimums(ctx, out)

@@ -73,8 +73,7 @@ def resolve_pins(ctx: Context, out: Findings) -> None:
         out.info(
             "I-PIN-UNCONFIRMED",
             f"torchvision {ctx.patch.torchvision} for torch {ctx.patch.version} follows the pairing rule "
-            "but was "
-            "not seen in a stored source",
+            "but was not seen in a stored source",
         )
 
 
@@ -167,8 +166,8 @@ def check_requirement_urls(ctx: Context, out: Findings) -> tuple[bool, bool]:
         if line.kind == "option" and line.text.startswith(("--index-url", "-i ")):
             out.warning(
                 "W-USER-INDEX-URL",
-                f"{line.origin}: {line.text!r} replaces pip's primary index; envbuild's torch pins need "
-                "their variant index, so make it --extra-index-url",
+                f"{line.origin}: {line.text!r} would replace pip's primary index; the torch variant index "
+                "must stay primary, so the rendered requirements carry it as --extra-index-url",
             )
         if line.kind != "requirement":
             continue
@@ -187,6 +186,24 @@ def check_requirement_urls(ctx: Context, out: Findings) -> tuple[bool, bool]:
             if problem:
                 out.error("E-WHEEL-TAGS", f"{line.origin}: {problem}")
     return builds, vcs
+
+
+def check_hash_mode(ctx: Context, out: Findings) -> None:
+    """One ``--hash`` puts pip in hash-checking mode: then every requirement and pin needs hashes."""
+    reqs = [line for line in ctx.requirements if line.kind == "requirement"]
+    hashed = [line for line in reqs if line.hashes]
+    hashed += [line for line in ctx.requirements if line.kind == "option" and "--require-hashes" in line.text]
+    if not hashed:
+        return
+    missing = [line.origin for line in reqs if not line.hashes] + [p.spec for p in ctx.pins]
+    if missing:
+        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        out.error(
+            "E-HASH-MODE",
+            f"{hashed[0].origin} turns on pip's hash-checking mode (--hash / --require-hashes), but {shown} "
+            "have no hashes and pip would refuse them; hash every requirement (pip-compile "
+            "--generate-hashes) and keep the torch family out of the hashed file, or drop the hashes",
+        )
 
 
 def index_urls(ctx: Context) -> tuple[IndexUrl, ...]:
