@@ -254,3 +254,10 @@ def test_require_hashes_option_counts() -> None:
     opt = RequirementLine(kind="option", text="--require-hashes", origin="r.txt:1")
     result = check(profile(backend="cpu", targets=(), torch=None, lines=(opt, req("tqdm==4.67.1", "tqdm"))))
     assert "E-HASH-MODE" in {f.code for f in result.findings}
+
+
+def test_unknown_target_in_profile_names_the_key() -> None:
+    with pytest.raises(UsageError, match=r"test.toml: accelerator.targets: unknown target 'a100'"):
+        check(profile(targets=("a100",)))
+    with pytest.raises(UsageError, match=r"^--target: unknown target"):
+        check(profile(), targets=["a100"])
