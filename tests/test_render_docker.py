@@ -51,3 +51,23 @@ def test_env_and_labels_reach_the_image_literally(docker_client: Any) -> None:
         assert labels["org.envbuild.profile-sha256"] == plan.profile.sha256
     finally:
         docker_client.images.remove(tag, force=True)
+
+
+@pytest.mark.docker
+def test_base_image_default_resolves_without_build_arg(docker_client: Any) -> None:
+    """The quoted ``ARG BASE_IMAGE="..."`` default must work when no --build-arg is given."""
+    from conftest import BASE_IMAGE
+
+    text = render_dockerfile(cuda_plan(base_image=BASE_IMAGE))
+    arg_line = next(line for line in text.splitlines() if line.startswith("ARG BASE_IMAGE="))
+    assert arg_line == f'ARG BASE_IMAGE="{BASE_IMAGE}"'
+    dockerfile = f"{arg_line}\nFROM ${{BASE_IMAGE}}\nLABEL probe=1\n"
+    tag = f"envbuild-test/render-arg:{uuid.uuid4().hex[:12]}"
+    image, _ = docker_client.images.build(
+        fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, forcerm=True
+    )
+    try:
+        base = docker_client.images.get(BASE_IMAGE)
+        assert image.attrs["RootFS"]["Layers"] == base.attrs["RootFS"]["Layers"]
+    finally:
+        docker_client.images.remove(tag, force=True)
