@@ -6,6 +6,11 @@ set -euo pipefail
 image="${1:-envbuild/debian:12}"
 suite="bookworm"
 
+if ! docker info >/dev/null 2>&1; then
+  echo "base-image: no Docker engine answers; run scripts/docker-engine.sh first" >&2
+  exit 3
+fi
+
 if docker image inspect "$image" >/dev/null 2>&1; then
   echo "base-image: $image already exists"
   exit 0
@@ -19,6 +24,11 @@ if ! command -v debootstrap >/dev/null 2>&1; then
     echo "base-image: debootstrap is missing; install it (apt-get install debootstrap)" >&2
     exit 1
   fi
+fi
+
+if [ "$(id -u)" != 0 ]; then
+  echo "base-image: debootstrap needs root; run: sudo $0 $image" >&2
+  exit 1
 fi
 
 root="$(mktemp -d /tmp/envbuild-rootfs.XXXXXX)"
@@ -36,4 +46,10 @@ tar -C "$root" -c . | docker import \
   --change 'ENV LANG=C.UTF-8' \
   --change 'CMD ["/bin/bash"]' \
   - "$image" >/dev/null
+# The image must at least run a shell and have apt (the rendered Dockerfiles rely on both).
+docker run --rm "$image" bash -c 'command -v apt-get >/dev/null' || {
+  echo "base-image: $image was imported but does not run bash/apt-get; removing it" >&2
+  docker image rm "$image" >/dev/null 2>&1 || true
+  exit 1
+}
 echo "base-image: created $image"

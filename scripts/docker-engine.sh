@@ -26,8 +26,14 @@ if ! command -v dockerd >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null
 fi
 
-echo "docker-engine: starting dockerd"
-nohup dockerd >/var/log/envbuild-dockerd.log 2>&1 &
+if pgrep -x dockerd >/dev/null 2>&1; then
+  # A dockerd is already starting (another run of this script, or a service): wait for it instead
+  # of starting a second one that would fight over /var/run/docker.pid.
+  echo "docker-engine: dockerd is running but not answering yet; waiting for it"
+else
+  echo "docker-engine: starting dockerd"
+  nohup dockerd >/var/log/envbuild-dockerd.log 2>&1 &
+fi
 for _ in $(seq 1 60); do
   if engine_up; then
     echo "docker-engine: engine is up ($(docker version --format '{{.Server.Version}}'))"
