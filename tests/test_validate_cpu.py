@@ -1,0 +1,185 @@
+"""The CPU path end to end, with the real torch 2.13.0 of this venv and real probe processes.
+
+The lock is ``envbuild render``'s lock for the built-in ``pytorch-cpu`` profile, fitted to this venv
+(see validate_support.cpu_lock); the profile's own pilot check runs on a copy of its app.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from validate_support import cpu_lock
+
+from envbuild.validate import exit_code, run_validation, verify_report
+
+REPO = Path(__file__).resolve().parent.parent
+SECRET = "hf_envbuildTestSecret9f8e7d"
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # `python` = this venv
+    env["HF_TOKEN"] = SECRET
+    env.update(extra)
+    return env
+
+
+@pytest.fixture(scope="module")
+def cpu_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One full validation per session (the C++ extension build takes ~25 s on 2 cores)."""
+    root = tmp_path_factory.mktemp("cpu-e2e")
+    workdir = root / "workspace"
+    shutil.copytree(REPO / "profiles" / "apps" / "pilot", workdir)
+    lock_file = root / "envbuild.lock.json"
+    lock_file.write_text(cpu_lock(workdir).model_dump_json(indent=2), encoding="utf-8")
+    out = root / "runs"
+    proc = subprocess.run(
+        [sys.executable, "-m", "envbuild", "validate", "--lock", str(lock_file), "--out", str(out), "--json"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=900,
+        check=False,
+    )
+    (run_dir,) = list(out.iterdir())
+    return {"proc": proc, "run_dir": run_dir, "report": json.loads(proc.stdout), "workdir": workdir}
+
+
+@pytest.mark.slow
+def test_every_applicable_stage_passes(cpu_run: dict[str, Any]) -> None:
+    proc, report = cpu_run["proc"], cpu_run["report"]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    statuses = {s["stage"]: s["status"] for s in report["stages"]}
+    assert statuses == {
+        "interpreter": "passed",
+        "os": "passed",
+        "packages": "passed",
+        "accelerator": "passed",
+        "devices": "skipped",
+        "compute": "passed",
+        "extensions": "passed",
+        "memory": "skipped",
+        "checkpoint": "passed",
+        "checks": "passed",
+    }
+    skipped = {s["stage"]: s["facts"]["reason"] for s in report["stages"] if s["status"] == "skipped"}
+    assert skipped["devices"] == "cpu lock: no accelerator devices to check"
+    assert "gpu_memory_gib" in skipped["memory"]
+    assert report["ok"] is True and report["first_failure"] is None and report["stage_reached"] == "checks"
+    assert report["format"] == "envbuild.report/1"
+
+
+@pytest.mark.slow
+def test_cpp_extension_compiled_and_ran(cpu_run: dict[str, Any]) -> None:
+    ext = next(s for s in cpu_run["report"]["stages"] if s["stage"] == "extensions")
+    (part,) = ext["facts"]["parts"]
+    assert part["name"] == "cpp_op" and part["status"] == "passed"
+    assert part["max_error"] == 0.0
+
+
+@pytest.mark.slow
+def test_checkpoint_round_trip_in_a_fresh_process(cpu_run: dict[str, Any]) -> None:
+    ck = next(s for s in cpu_run["report"]["stages"] if s["stage"] == "checkpoint")["facts"]
+    assert ck["bitwise_equal"] is True and ck["max_abs_diff"] == 0.0
+    assert ck["resumed_from_step"] == 4 and ck["steps"] == 8
+    assert ck["size_bytes"] > 0
+    assert Path(ck["path"]).is_file()
+    assert Path(ck["path"]).parent == cpu_run["workdir"] / "runs" / "envbuild-checkpoint"
+
+
+@pytest.mark.slow
+def test_pilot_check_and_facts(cpu_run: dict[str, Any]) -> None:
+    stages = {s["stage"]: s for s in cpu_run["report"]["stages"]}
+    (pilot,) = stages["checks"]["facts"]["checks"]
+    assert pilot["name"] == "pilot" and pilot["status"] == "passed" and pilot["returncode"] == 0
+    assert stages["packages"]["facts"]["declared_installed"]["torch"] == "2.13.0+cpu"
+    assert stages["interpreter"]["facts"]["prefix"] == sys.prefix
+    compute = stages["compute"]["facts"]["checks"]
+    assert [(c["device"], c["dtype"], c["ok"]) for c in compute] == [("cpu", "float32", True)]
+
+
+@pytest.mark.slow
+def test_report_files_manifest_and_redaction(cpu_run: dict[str, Any]) -> None:
+    run_dir: Path = cpu_run["run_dir"]
+    names = {p.name for p in run_dir.iterdir()}
+    assert {
+        "report.json",
+        "report.md",
+        "junit.xml",
+        "pip-freeze.txt",
+        "os-release",
+        "env.txt",
+        "MANIFEST.sha256",
+    } <= names
+    assert verify_report(run_dir) == []
+    assert "torch==2.13.0+cpu" in (run_dir / "pip-freeze.txt").read_text().splitlines()
+    assert "HF_TOKEN=[REDACTED]" in (run_dir / "env.txt").read_text().splitlines()
+    for path in run_dir.iterdir():
+        assert SECRET not in path.read_text(encoding="utf-8"), path.name
+    assert SECRET not in cpu_run["proc"].stdout + cpu_run["proc"].stderr
+
+
+def _quick(tmp_path: Path, lock_update: dict[str, Any], **kwargs: Any):  # type: ignore[no-untyped-def]
+    lock = cpu_lock(tmp_path, **lock_update)
+    lock_file = tmp_path / "lock.json"
+    lock_file.write_text(lock.model_dump_json(), encoding="utf-8")
+    return run_validation(lock_file, out=tmp_path / "runs", workdir=tmp_path, **kwargs)
+
+
+def test_drift_names_exactly_the_difference(tmp_path: Path) -> None:
+    base = cpu_lock(tmp_path)
+    packages = tuple(
+        p.model_copy(update={"version": "2.12.0", "requirement": "torch==2.12.0+cpu"})
+        if p.name == "torch"
+        else p
+        for p in base.packages
+    )
+    report, run_dir = _quick(tmp_path, {"packages": packages})
+    pk = report.stage("packages")
+    assert pk.status == "failed"
+    assert pk.facts["differences"] == ["torch: declared 2.12.0+cpu, installed 2.13.0+cpu"]
+    assert pk.error == "1 package problem: torch: declared 2.12.0+cpu, installed 2.13.0+cpu"
+    after = [s for s in report.stages if s.stage not in ("interpreter", "os", "packages")]
+    assert {s.status for s in after} == {"aborted"}
+    assert report.stage("accelerator").error == "prerequisite 'packages' failed"
+    assert report.stage("checks").error == "prerequisite 'packages' failed"
+    assert report.stage("devices").error == "prerequisite 'accelerator' aborted"
+    assert report.first_failure is not None and report.first_failure.stage == "packages"
+    assert exit_code(report) == 1
+    assert verify_report(run_dir) == []
+
+
+def test_wrong_local_variant(tmp_path: Path) -> None:
+    base = cpu_lock(tmp_path)
+    packages = tuple(
+        p.model_copy(update={"local": "cu128"}) if p.name == "torch" else p for p in base.packages
+    )
+    report, _ = _quick(tmp_path, {"packages": packages}, stages=["packages"])
+    assert report.stage("packages").facts["differences"] == [
+        "torch: declared 2.13.0+cu128, installed 2.13.0+cpu (wrong variant: cu128 declared, cpu installed)"
+    ]
+
+
+def test_keep_going_runs_independent_stages(tmp_path: Path) -> None:
+    report, _ = _quick(
+        tmp_path, {"os_release_id": "ubuntu", "os_release_version": "24.04"}, stages=["os", "packages"]
+    )
+    assert report.stage("os").status == "failed"
+    assert report.stage("os").error == "OS is debian 12; the lock declares ubuntu 24.04"
+    assert report.stage("packages").status == "aborted"
+    assert "not run: stage 'os' failed" in (report.stage("packages").error or "")
+    kept, _ = _quick(
+        tmp_path,
+        {"os_release_id": "ubuntu", "os_release_version": "24.04"},
+        stages=["os", "packages"],
+        keep_going=True,
+    )
+    assert kept.stage("packages").status == "passed"
+    assert kept.ok is False and exit_code(kept) == 1

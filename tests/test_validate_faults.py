@@ -1,0 +1,164 @@
+"""Misbehaving probes (a signal, a hang, garbage) and interruption, with real subprocesses.
+
+``ENVBUILD_PROBE_<STAGE>`` substitutes a probe script (the documented test hook); everything else,
+including the interpreter, the process-group kill and the report writing, is the real thing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from validate_support import cpu_lock
+
+from envbuild.validate import exit_code, run_validation, verify_report
+
+SEGV = "import os, signal, sys\nsys.stdin.read()\nos.kill(os.getpid(), signal.SIGSEGV)\n"
+GARBAGE = "import sys\nsys.stdin.read()\nprint('Segmentation fault? no: hello from a wrapper script')\n"
+BAD_EXIT = (
+    "import sys\nsys.stdin.read()\n"
+    "sys.stderr.write('ImportError: libcudart.so.12: cannot open\\n')\nsys.exit(3)\n"
+)
+
+
+def hang_script(tmp_path: Path) -> Path:
+    """Starts a grandchild (to check the whole process group dies), records pids, then hangs."""
+    script = tmp_path / "hang.py"
+    script.write_text(
+        "import os, subprocess, sys, time\n"
+        "sys.stdin.read()\n"
+        "child = subprocess.Popen(['sleep', '300'])\n"
+        f"open({str(tmp_path / 'pids')!r}, 'w').write(f'{{os.getpid()}} {{child.pid}}')\n"
+        "time.sleep(300)\n",
+        encoding="utf-8",
+    )
+    return script
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"  # a zombie is dead, only not yet reaped by its (re)parent
+
+
+def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stage: str, script_text: str | None, **kwargs):  # type: ignore[no-untyped-def]
+    if script_text is not None:
+        script = tmp_path / f"probe_{stage}.py"
+        script.write_text(script_text, encoding="utf-8")
+    else:
+        script = hang_script(tmp_path)
+    monkeypatch.setenv(f"ENVBUILD_PROBE_{stage.upper()}", str(script))
+    lock_file = tmp_path / "lock.json"
+    lock_file.write_text(cpu_lock(tmp_path).model_dump_json(), encoding="utf-8")
+    return run_validation(lock_file, out=tmp_path / "runs", workdir=tmp_path, **kwargs)
+
+
+def test_probe_killed_by_signal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    report, run_dir = _run(tmp_path, monkeypatch, "packages", SEGV)
+    pk = report.stage("packages")
+    assert pk.status == "failed"
+    assert pk.error == "probe 'packages' killed by SIGSEGV"
+    assert pk.facts["returncode"] == -signal.SIGSEGV
+    assert report.stage("accelerator").status == "aborted"
+    assert report.stage("accelerator").error == "prerequisite 'packages' failed"
+    assert report.first_failure is not None and report.first_failure.stage == "packages"
+    assert report.stage_reached == "packages"
+    assert exit_code(report) == 1
+    assert verify_report(run_dir) == []
+    assert json.loads((run_dir / "report.json").read_text())["ok"] is False
+
+
+def test_probe_printing_garbage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    report, _ = _run(tmp_path, monkeypatch, "packages", GARBAGE)
+    pk = report.stage("packages")
+    assert pk.status == "failed"
+    assert pk.error == (
+        "probe 'packages' printed no JSON result: Segmentation fault? no: hello from a wrapper script"
+    )
+    assert exit_code(report) == 1
+
+
+def test_probe_nonzero_exit_keeps_last_stderr_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    report, _ = _run(tmp_path, monkeypatch, "os", BAD_EXIT, keep_going=True, stages=["os", "packages"])
+    assert (
+        report.stage("os").error
+        == "probe 'os' exited with status 3: ImportError: libcudart.so.12: cannot open"
+    )
+    assert report.stage("packages").status == "passed"  # independent of os, and --keep-going
+
+
+def test_hanging_probe_times_out_and_its_group_is_killed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    start = time.monotonic()
+    report, run_dir = _run(tmp_path, monkeypatch, "packages", None, timeouts={"packages": 2})
+    assert time.monotonic() - start < 60
+    pk = report.stage("packages")
+    assert pk.status == "timed_out"
+    assert pk.error == "probe 'packages' did not finish within 2 s; killed with its process group"
+    assert "--timeout packages=SECONDS" in (pk.hint or "")
+    assert report.stage("checks").error == "prerequisite 'packages' timed out"
+    assert report.first_failure is not None and report.first_failure.stage == "packages"
+    assert exit_code(report) == 1
+    probe_pid, grandchild = (int(x) for x in (tmp_path / "pids").read_text().split())
+    deadline = time.monotonic() + 5
+    while _alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(grandchild) and not _alive(probe_pid)
+    assert verify_report(run_dir) == []
+
+
+def test_sigterm_during_a_probe_still_writes_the_report(tmp_path: Path) -> None:
+    lock_file = tmp_path / "lock.json"
+    lock_file.write_text(cpu_lock(tmp_path).model_dump_json(), encoding="utf-8")
+    env = {**os.environ, "ENVBUILD_PROBE_PACKAGES": str(hang_script(tmp_path))}
+    out = tmp_path / "runs"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "envbuild",
+            "validate",
+            "--lock",
+            str(lock_file),
+            "--out",
+            str(out),
+            "--workdir",
+            str(tmp_path),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "pids").exists():
+        assert time.monotonic() < deadline, "the slow probe never started"
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err.decode()
+    (run_dir,) = list(out.iterdir())
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["interrupted"] is True and report["signal"] == "SIGTERM" and report["ok"] is False
+    stages = {s["stage"]: s for s in report["stages"]}
+    assert stages["interpreter"]["status"] == "passed"
+    assert (
+        stages["packages"]["status"] == "aborted" and stages["packages"]["error"] == "interrupted by SIGTERM"
+    )
+    assert stages["checks"]["error"] == "not run: the run was interrupted (SIGTERM)"
+    assert report["stage_reached"] == "packages"
+    assert verify_report(run_dir) == []
+    _, grandchild = (int(x) for x in (tmp_path / "pids").read_text().split())
+    deadline = time.monotonic() + 5
+    while _alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(grandchild)
