@@ -46,9 +46,10 @@ def check(profile: Profile, targets: Sequence[str] | None = None, driver: str | 
     ids = _targets(profile, targets)
     unknown = [i for i in ids if catalog.card(i) is None]
     if unknown:
+        where = "--target" if targets else f"{profile.path}: accelerator.targets"
         raise UsageError(
-            f"unknown target {unknown[0]!r}; valid targets: {choices(catalog.card_ids())} (see `envbuild "
-            "targets`)"
+            f"{where}: unknown target {unknown[0]!r}; valid targets: {choices(catalog.card_ids())} "
+            "(see `envbuild targets`)"
         )
     cards = [c for i in ids if (c := catalog.card(i)) is not None]
     if not cards and profile.accelerator.backend == "cpu":
