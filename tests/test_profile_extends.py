@@ -28,7 +28,7 @@ def test_merge_semantics(project: Path) -> None:
     assert p.accelerator.targets == ("b200",)
     # APPEND lists, parent first, exact duplicates removed
     assert p.python.packages == ("numpy==2.2.6", "rich>=13", "transformers==4.53.2")
-    assert p.python.requirements == ("team-reqs.txt", "reqs/locked.txt")
+    assert p.python.requirements == ("shared/team-reqs.txt", "reqs/locked.txt")  # rebased onto the folder
     assert p.system.apt == ("git", "curl", "git-lfs")
     assert p.validate_.extensions == ("apex", "flash_attn")
     assert p.torch.packages == ("torchvision",)
@@ -68,6 +68,27 @@ def test_requirement_files_resolve_against_declaring_file(project: Path) -> None
     ]
     assert origins[3] == "shared/team-reqs.txt:1"
     assert origins[4].startswith("reqs/locked.txt:")
+
+
+def test_requirement_files_with_same_name_in_different_folders(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "reqs.txt").write_text("alpha==1\n")
+    (tmp_path / "reqs.txt").write_text("beta==2\n")
+    (tmp_path / "sub" / "base.toml").write_text(
+        'name = "b"\nkind = "custom"\n[python]\nrequirements = ["reqs.txt"]\n'
+    )
+    child = 'name = "p"\nkind = "custom"\nextends = "sub/base.toml"\n'
+    child += '[python]\nrequirements = ["reqs.txt", "sub/reqs.txt"]\n'
+    (tmp_path / "p.toml").write_text(child)
+    p = load_profile(str(tmp_path / "p.toml"))
+    assert p.python.requirements == (
+        "sub/reqs.txt",
+        "reqs.txt",
+    )  # the child's sub/reqs.txt is the parent's file
+    assert [(line.text, line.origin) for line in p.python.lines] == [
+        ("alpha==1", "sub/reqs.txt:1"),
+        ("beta==2", "reqs.txt:1"),
+    ]
 
 
 def test_builtin_parent(tmp_path: Path) -> None:

@@ -13,9 +13,12 @@ Paths and references:
   declares it: relative, no ``..``, no ``~``, no symlink out.  Cycles (including a file extending
   itself) are an error naming the chain; chains are limited to 16 files.
 * Relative paths (``python.requirements``, ``app.source``, ``extends``) resolve against the file that
-  declares them.  Built-ins live in :func:`envbuild.resources.profiles_dir`, and their relative files
-  resolve there; ``Profile.folder`` is ``None`` for them.  An inherited ``app.source`` is rebased onto
-  the profile's folder when it lies inside it, else the profile must declare its own.
+  declares them.  ``Profile.python.requirements`` lists them rebased onto the profile's folder (so a
+  parent's ``reqs.txt`` in ``shared/`` reads ``shared/reqs.txt``; ``builtin:...`` when a user profile
+  inherits one from a built-in), deduplicated by file.  Built-ins live in
+  :func:`envbuild.resources.profiles_dir`, and their relative files resolve there; ``Profile.folder``
+  is ``None`` for them.  An inherited ``app.source`` is rebased onto the profile's folder when it lies
+  inside it, else the profile must declare its own.
 * ``checks[].expect_files``, ``checks[].expect_json`` files and ``validate.checkpoint_dir`` are relative
   to the container's work directory; they get the same syntax checks but are not looked up here.
 * ``Profile.sha256`` hashes, in first-read order, each file's machine-independent label

@@ -149,13 +149,14 @@ def load_profile(ref: str) -> Profile:
     if not layers:
         raise ProfileError(load.issues)
     ordered = list(reversed(layers))
+    refs = _rebase_requirements(ordered, builtin)
     origins = [f"extends:{layer.ident}" for layer in ordered[:-1]] + [f"profile:{ident}"]
     merged = merge([(origin, layer.doc) for origin, layer in zip(origins, ordered, strict=True)])
     root = ordered[-1]
     for key in ("name", "kind"):
         if key not in merged.data and not any(i.key == key for i in load.issues):
             load.issues.append(Issue(root.place.display, key, "is required (in the profile or a parent)"))
-    lines = _requirement_lines(merged, ordered, load)
+    lines = _requirement_lines(merged, refs, load, ordered[-1])
     app = _app_source(merged, ordered, load)
     if load.issues:
         raise ProfileError(load.issues)
@@ -175,14 +176,39 @@ def load_profile(ref: str) -> Profile:
         raise ProfileError(issues) from None
 
 
-def _requirement_lines(merged: Merged, layers: list[_Layer], load: _Load) -> tuple[RequirementLine, ...]:
+_Ref = tuple[_Layer, str, int]  # declaring layer, path as written, index in that layer's list
+
+
+def _rebase_requirements(layers: list[_Layer], builtin: bool) -> dict[str, _Ref]:
+    """Rewrite each layer's ``python.requirements`` relative to the profile's folder, before merging.
+
+    Two files that name ``reqs.txt`` from different folders are different files (both kept); the same
+    file named by a parent and a child is one (deduplicated).  Returns rebased path -> (layer, as written).
+    """
+    refs: dict[str, _Ref] = {}
+    for layer in layers:
+        python = layer.doc.get("python", {})
+        if "requirements" not in python:
+            continue
+        rebased = []
+        for index, rel in enumerate(python["requirements"]):
+            label = layer.place.child_label(rel)
+            label = label.removeprefix("builtin:") if builtin else label
+            refs.setdefault(label, (layer, rel, index))
+            rebased.append(label)
+        python["requirements"] = rebased
+    return refs
+
+
+def _requirement_lines(
+    merged: Merged, refs: dict[str, _Ref], load: _Load, root: _Layer
+) -> tuple[RequirementLine, ...]:
     python = merged.data.get("python", {})
     packages = tuple(python.get("packages", ()))
-    lines = list(requirements.parse_packages(packages, file=layers[-1].place.display, issues=load.issues))
-    owners = merged.item_owner.get("python.requirements", [])
-    for i, (rel, owner) in enumerate(zip(python.get("requirements", ()), owners, strict=True)):
-        layer = layers[owner]
-        key = f"python.requirements[{i}]"
+    lines = list(requirements.parse_packages(packages, file=root.place.display, issues=load.issues))
+    for label in python.get("requirements", ()):
+        layer, rel, index = refs[label]
+        key = f"python.requirements[{index}]"
         try:
             target = layer.place.child(rel)
         except PlaceError as exc:

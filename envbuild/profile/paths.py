@@ -34,16 +34,24 @@ class Place:
     def builtin(self) -> bool:
         return self.label.startswith("builtin:")
 
+    def child_label(self, rel: str) -> str:
+        """The label ``rel`` (already syntax-checked) gets: where it is, relative to the root folder."""
+        prefix = "builtin:" if self.builtin else ""
+        base_label = posixpath.dirname(self.label.removeprefix("builtin:"))
+        return prefix + posixpath.normpath(posixpath.join(base_label, rel))
+
     def child(self, rel: str, *, must_be_dir: bool = False) -> Place:
         """Resolve ``rel`` against this file's folder; raise :class:`PlaceError` when it escapes."""
         problem = check_rel_path(rel)
         if problem:
             raise PlaceError(problem)
         target = self.path.parent / rel
-        prefix = "builtin:" if self.builtin else ""
-        base_label = posixpath.dirname(self.label.removeprefix("builtin:"))
-        label = prefix + posixpath.normpath(posixpath.join(base_label, rel))
-        display = posixpath.normpath(posixpath.join(posixpath.dirname(self.display), rel))
+        label = self.child_label(rel)
+        display = (
+            label
+            if self.builtin
+            else posixpath.normpath(posixpath.join(posixpath.dirname(self.display), rel))
+        )
         place = Place(target, label, display, self.boundary)
         try:
             resolved = target.resolve(strict=True)
