@@ -193,6 +193,11 @@ def test_sha256_covers_parents_and_requirement_files(project: Path) -> None:
     assert load_profile(str(project / "train.toml")).sha256 not in (first, second)
 
 
+def test_path_objects_and_bom_are_accepted(tmp_path: Path) -> None:
+    (tmp_path / "p.toml").write_bytes(b'\xef\xbb\xbfname = "p"\nkind = "custom"\n')
+    assert load_profile(tmp_path / "p.toml").name == "p"
+
+
 def test_sha256_does_not_depend_on_location(tmp_path: Path) -> None:
     shutil.copytree(DATA, tmp_path / "a")
     shutil.copytree(DATA, tmp_path / "elsewhere" / "b")

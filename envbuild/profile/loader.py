@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,7 +67,7 @@ class _Load:
             return None
         self.record(place, data)
         try:
-            raw = tomllib.loads(data.decode("utf-8"))
+            raw = tomllib.loads(data.decode("utf-8-sig"))  # tolerate a BOM from Windows editors
         except UnicodeDecodeError as exc:
             self.issues.append(Issue(place.display, "", f"not UTF-8 text: {exc.reason} at byte {exc.start}"))
             return None
@@ -141,8 +142,12 @@ def _locate(ref: str) -> tuple[Place, str, bool]:
     return place, place.label, False
 
 
-def load_profile(ref: str) -> Profile:
-    """Load a built-in name or a ``.toml`` path; raise :class:`ProfileError` with every problem."""
+def load_profile(ref: str | os.PathLike[str]) -> Profile:
+    """Load a built-in name or a ``.toml`` path; raise :class:`ProfileError` with every problem.
+
+    A missing file or unknown built-in name raises :class:`~envbuild.errors.UsageError`.
+    """
+    ref = os.fspath(ref)
     place, ident, builtin = _locate(ref)
     load = _Load()
     layers = load.chain(place, ident)
