@@ -261,3 +261,23 @@ def test_unknown_target_in_profile_names_the_key() -> None:
         check(profile(targets=("a100",)))
     with pytest.raises(UsageError, match=r"^--target: unknown target"):
         check(profile(), targets=["a100"])
+
+
+def test_every_registered_code_is_used_and_vice_versa() -> None:
+    import re
+    from pathlib import Path
+
+    import envbuild.plan
+    from envbuild.plan.findings import CODES
+
+    source = "".join(
+        p.read_text(encoding="utf-8")
+        for p in Path(envbuild.plan.__file__).parent.glob("*.py")
+        if p.name != "findings.py"
+    )
+    used = set(re.findall(r'"([EWI]-[A-Z0-9-]+)"', source))
+    assert used == set(CODES)
+    with pytest.raises(ValueError, match="not registered"):
+        Findings().error("E-NOT-A-CODE", "x")
+    with pytest.raises(ValueError, match="not registered"):
+        Findings().warning("E-ARCH-MISSING", "wrong severity")

@@ -1,4 +1,5 @@
-"""Collect findings in order; codes are stable and carry their severity's letter (E-/W-/I-)."""
+"""Collect findings in order.  Codes are stable, registered in :data:`CODES`, and carry their
+severity's letter (``E-`` error, ``W-`` warning, ``I-`` info)."""
 
 from __future__ import annotations
 
@@ -6,14 +7,73 @@ from envbuild.models import Finding, Severity
 
 _PREFIX: dict[Severity, str] = {"error": "E-", "warning": "W-", "info": "I-"}
 
+CODES: dict[str, str] = {
+    # errors: the plan cannot work as declared (check exits 1, render refuses without --force)
+    "E-ARCH-MISSING": "the torch wheel has no kernels for a target arch (same-major cubin, +PTX, exact gfx)",
+    "E-BASE-UNAVAILABLE": "no nvidia/cuda or rocm/dev image for this toolkit on the chosen OS",
+    "E-BLENDER-DEVICE": "a Blender device (CUDA/OPTIX/HIP/ONEAPI) cannot run on a target card",
+    "E-BLENDER-HIP-UNSUPPORTED": "Blender ships no HIP kernels for the card (AMD Instinct)",
+    "E-BLENDER-OPTIX-DRIVER": "the driver is older than Blender's OptiX minimum",
+    "E-BLENDER-UNKNOWN": "the Blender series is not in the catalog",
+    "E-COMPANION-INVALID": "a torch.packages entry is not a requirement",
+    "E-COMPANION-MISMATCH": "a companion pin does not match the torch release or backend",
+    "E-COMPANION-UNAVAILABLE": "no companion release exists for this torch (torchaudio >= 2.12)",
+    "E-COMPANION-UNKNOWN": "a torch.packages entry is not a torch companion",
+    "E-DRIVER-CARD": "the driver is older than the card needs (Blackwell: R570+)",
+    "E-DRIVER-PTX": "a target runs only via PTX JIT, which needs a driver as new as the toolkit",
+    "E-DRIVER-TOO-OLD": "the driver is below the CUDA major family's minor-version floor",
+    "E-GLIBC": "the torch wheel's manylinux tag needs a newer glibc than the image",
+    "E-HASH-MODE": "pip hash-checking mode with requirements or pins that carry no hashes",
+    "E-HOST-ARCH": "the card's host is not x86_64 (GB200: aarch64)",
+    "E-MEMORY-PER-CARD": "the per-card memory need exceeds the card (cards do not pool memory)",
+    "E-PYTHON-NO-WHEEL": "the torch release has no wheel for the Python version",
+    "E-PYTHON-OS": "the Python version cannot be provisioned on the OS",
+    "E-REQ-CONFLICT": "a user requirement conflicts with the torch-family pins",
+    "E-ROCM-TOO-OLD": "the ROCm version is older than the card needs",
+    "E-TOOLKIT-TOO-OLD": "the CUDA toolkit is older than the card needs",
+    "E-TORCH-UNKNOWN": "the torch release is not in the catalog",
+    "E-VARIANT-UNAVAILABLE": "no wheel variant for the requested CUDA/ROCm version",
+    "E-VENDOR-MISMATCH": "the backend does not match the card's vendor",
+    "E-WHEEL-TAGS": "a direct wheel URL cannot install on the image's Python/platform",
+    # warnings: works, with a cost or a risk worth knowing before ordering
+    "W-ARCH-PTX-JIT": "a target runs the wheel only by JIT-compiling its +PTX",
+    "W-BASE-OS": "no toolkit resolved for a GPU backend; plain OS image used",
+    "W-BLENDER-PTX-JIT": "Blender CUDA runs on the card only via PTX JIT",
+    "W-BLENDER-UNCONFIRMED": "the Blender series' kernel lists are not confirmed",
+    "W-DRIVER-MINOR-COMPAT": "the driver runs the toolkit only under minor-version compatibility",
+    "W-GPU-UNUSED": "cpu backend on a GPU card: the card sits idle",
+    "W-MEMORY-NO-GPU": "a GPU memory need on a CPU-only target",
+    "W-MEMORY-TIGHT": "the memory need leaves less than 10% headroom on the card",
+    "W-MULTI-LOT": "the job needs several lots; the program must distribute itself",
+    "W-NO-TARGET": "a GPU backend without targets: card checks skipped",
+    "W-PYTHON-EXPERIMENTAL": "the Python version is experimental for the torch release",
+    "W-ROCM-TOO-OLD": "the ROCm version may be older than the card needs (minimum unconfirmed)",
+    "W-TORCH-LOCAL": "torch.version carries a local tag that envbuild ignores",
+    "W-TORCH-UNCONFIRMED": "the torch release's wheels are not confirmed in a source",
+    "W-TORCH-UNDECLARED": "a user requirement installs torch without a declared release",
+    "W-TRITON-ARCH": "Triton in this torch release does not support the card's arch",
+    "W-USER-INDEX-URL": "a user --index-url would replace the torch variant index",
+    "W-VERSION-IGNORED": "accelerator.version is ignored for the cpu backend",
+    # infos: what envbuild decided or what to order
+    "I-ARCH-COMPAT": "the card runs older same-major cubins",
+    "I-BASE-EXPLICIT": "base.image is used as given",
+    "I-DRIVER-IGNORED": "--driver does not apply to the backend",
+    "I-DRIVER-UNKNOWN": "no --driver given: the minimum driver to order",
+    "I-LOT-IDLE": "a lot has more cards than the job uses",
+    "I-PIN-UNCONFIRMED": "a companion pin follows the pairing rule without a stored source",
+    "I-REQ-SUPERSEDED": "a user requirement is replaced by an exact torch-family pin",
+    "I-TORCH-PATCH": "a torch series resolved to its newest patch",
+    "I-VARIANT-DERIVED": "the CUDA/ROCm version was derived (no accelerator.version)",
+}
+
 
 class Findings:
     def __init__(self) -> None:
         self._items: list[Finding] = []
 
     def add(self, severity: Severity, code: str, message: str) -> None:
-        if not code.startswith(_PREFIX[severity]):
-            raise ValueError(f"finding code {code!r} does not match severity {severity}")
+        if code not in CODES or not code.startswith(_PREFIX[severity]):
+            raise ValueError(f"finding code {code!r} is not registered for severity {severity}")
         finding = Finding(severity=severity, code=code, message=message)
         if finding not in self._items:
             self._items.append(finding)
