@@ -6,23 +6,25 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
-from test_render_plans import cuda_plan, opt, req
+from test_render_plans import cuda_plan, opt, profile, req, result
 
 from envbuild import __version__
 from envbuild.errors import BundleError
+from envbuild.render import render_bundle, render_dockerfile
 from envbuild.render.requirements import render_requirements
 
 COMMAND = "envbuild render train --target h100 --out bundle"
 
 
-def pip_parse(path: Path) -> list[tuple[str, dict[str, object]]]:
+def pip_parse(path: Path, constraint: bool = False) -> list[tuple[str, dict[str, object]]]:
     """Parse with pip's own requirements-file parser (the one `pip install -r` uses)."""
     from pip._internal.network.session import PipSession
     from pip._internal.req.req_file import parse_requirements
 
     out = []
     for parsed in parse_requirements(str(path), session=PipSession()):
-        out.append((parsed.requirement, dict(parsed.options or {})))
+        if parsed.constraint == constraint:
+            out.append((parsed.requirement, dict(parsed.options or {})))
     return out
 
 
@@ -62,7 +64,10 @@ def test_each_requirement_is_preceded_by_its_origin() -> None:
 
 
 def test_pip_parses_every_line(tmp_path: Path) -> None:
+    (tmp_path / "proj" / "reqs").mkdir(parents=True)
+    (tmp_path / "proj" / "reqs" / "constraints.txt").write_text("urllib3<3\n")
     plan = cuda_plan(
+        profile=profile(folder=str(tmp_path / "proj")),
         requirements=(
             *cuda_plan().requirements,
             req(
@@ -71,12 +76,15 @@ def test_pip_parses_every_line(tmp_path: Path) -> None:
             req("extra[cli]~=1.2; sys_platform == 'linux'", "r.txt:10", name="extra"),
             opt("--prefer-binary", "r.txt:11"),
             opt("--index-url https://mirror.example/simple", "r.txt:12"),
-            opt("-c constraints.txt", "r.txt:13"),
-        )
+            opt("-c constraints.txt", "reqs/r.txt:13"),
+        ),
     )
-    path = tmp_path / "requirements-rebuild.txt"
-    path.write_text(render_requirements(plan, COMMAND), encoding="utf-8")
+    bundle = render_bundle(result(plan), tmp_path / "bundle", command=COMMAND)
+    path = bundle / "requirements-rebuild.txt"
     parsed = pip_parse(path)
+    assert pip_parse(path, constraint=True) == [("urllib3<3", {})]
+    assert (bundle / "constraints" / "01-constraints.txt").read_text() == "urllib3<3\n"
+    assert "COPY constraints/ /tmp/envbuild/constraints/" in (bundle / "Dockerfile").read_text()
     reqs = [r for r, _ in parsed]
     assert reqs[:3] == ["torch==2.7.1+cu128", "torchvision==0.22.1+cu128", "triton==3.3.1"]
     assert "pkg @ https://example.org/pkg-1.0-py3-none-any.whl#sha256=" + "b" * 64 in reqs
@@ -91,8 +99,10 @@ def test_pip_parses_every_line(tmp_path: Path) -> None:
     assert [ln for ln in text.splitlines() if ln.startswith("--index-url")] == [
         "--index-url https://download.pytorch.org/whl/cu128"
     ]
-    # an option that cannot work in the image is kept visibly, as a comment
-    assert "# r.txt:13: -c constraints.txt (not carried into the image)" in text
+    assert (
+        "# reqs/r.txt:13: -c constraints.txt (copied into the bundle)\n"
+        "--constraint constraints/01-constraints.txt\n" in text
+    )
     assert "\n--prefer-binary\n" in text
 
 
@@ -111,3 +121,25 @@ def test_control_characters_are_refused() -> None:
 
 def test_output_is_deterministic() -> None:
     assert render_requirements(cuda_plan(), COMMAND) == render_requirements(cuda_plan(), COMMAND)
+
+
+def test_missing_or_escaping_constraints_file_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "outside.txt").write_text("x<1\n")
+    for value in ("missing.txt", "../outside.txt"):
+        plan = cuda_plan(
+            profile=profile(folder=str(tmp_path / "proj")), requirements=(opt(f"-c {value}", "r.txt:1"),)
+        )
+        with pytest.raises(BundleError, match="constraints file"):
+            render_requirements(plan, COMMAND)
+
+
+def test_no_constraints_no_copy_instruction() -> None:
+    assert "constraints/" not in render_dockerfile(cuda_plan())
+
+
+def test_hash_checking_mode_is_flagged_in_the_header() -> None:
+    text = render_requirements(cuda_plan(), COMMAND)
+    assert "hash-checking mode" in text.split("\n\n", 1)[0]
+    plan = cuda_plan(requirements=(req("numpy==2.1.3", "p:0", name="numpy"),))
+    assert "hash-checking" not in render_requirements(plan, COMMAND)

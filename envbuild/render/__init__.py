@@ -12,6 +12,7 @@ from pathlib import Path
 from envbuild.errors import IncompatibleError
 from envbuild.models import CheckResult, Plan
 from envbuild.render.bundle import KEEP_DIRS, app_source, collect_app, write_tree
+from envbuild.render.constraints import collect_constraints
 from envbuild.render.env import render_template
 from envbuild.render.lockfile import lock_json, make_lock
 from envbuild.render.readme import render_readme
@@ -47,14 +48,17 @@ def render_dockerfile(plan: Plan, command: str = "envbuild render") -> str:
 def render_files(result: CheckResult, command: str) -> tuple[dict[str, bytes], frozenset[str]]:
     """Every file of the bundle, in memory: (relative path -> bytes, executable paths)."""
     plan = result.plan
+    constraints = collect_constraints(plan)
     files: dict[str, str] = {
         "Dockerfile": render_dockerfile(plan, command),
         ".dockerignore": DOCKERIGNORE,
         "README.md": render_readme(result, command),
-        "requirements-rebuild.txt": render_requirements(plan, command),
+        "requirements-rebuild.txt": render_requirements(plan, command, constraints),
         "envbuild.lock.json": lock_json(make_lock(plan)),
     }
     out = {name: text.encode("utf-8") for name, text in files.items()}
+    for constraint in constraints:
+        out[constraint.bundle_path] = constraint.data
     for folder in KEEP_DIRS:
         out[f"{folder}/.keep"] = b""
     executable: set[str] = set()

@@ -12,8 +12,10 @@ Order (documented in the file header too):
    ``python.requirements`` file, ``-r`` includes expanded where they appear), each with its
    ``--hash`` options attached and its origin as a comment on the line above.
 
-Options that cannot work inside the image (``-c``/``-e``, ``-r`` markers of expanded includes) are
-kept as comments so nothing is dropped silently.
+A ``-c`` constraints file is copied into the bundle (``constraints/``) and the line points at the
+copy.  Options that cannot work inside the image are kept as comments so nothing is dropped
+silently.  Hash-checking mode: when any requirement carries ``--hash`` pip demands hashes for every
+requirement, and the torch-family pins have none; the header says so.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collections.abc import Iterator
 
 from envbuild import __version__
 from envbuild.models import Plan, RequirementLine
+from envbuild.render.constraints import Constraint, collect_constraints, constraint_value
 from envbuild.render.quote import check_plain, comment
 
 # Options pip accepts in a requirements file that apply to the whole install.
@@ -62,9 +65,11 @@ def requirement_text(line: RequirementLine) -> str:
     return " ".join([text, *missing])
 
 
-def generate(plan: Plan, command: str) -> Iterator[str]:
+def generate(plan: Plan, command: str, constraints: tuple[Constraint, ...] | None = None) -> Iterator[str]:
     """Yield the lines of ``requirements-rebuild.txt`` (without line terminators)."""
     profile = plan.profile
+    copies = {c.origin: c for c in (collect_constraints(plan) if constraints is None else constraints)}
+    hashed = [line for line in plan.requirements if line.hashes]
     yield f"# requirements-rebuild.txt, written by envbuild {__version__}. Do not edit: regenerate with"
     yield f"#   {comment(command, 'command')}"
     yield f"# profile: {comment(profile.name, 'name')} ({comment(profile.path, 'path')})"
@@ -76,6 +81,9 @@ def generate(plan: Plan, command: str) -> Iterator[str]:
         yield f"# {role} {comment(index.url, 'index url')}: {comment(index.reason, 'index reason')}"
     yield "# Order: index options, torch-family pins (exact, with the variant tag), then the profile's"
     yield "# requirements in declared order (python.packages, then each requirements file)."
+    if hashed and plan.pins:
+        yield f"# Note: {len(hashed)} requirement(s) carry --hash, which puts pip in hash-checking mode; the"
+        yield "# torch-family pins carry no hash, so pip will refuse this file until every line has one."
     yield ""
 
     primary = [i for i in plan.index_urls if i.primary]
@@ -92,7 +100,11 @@ def generate(plan: Plan, command: str) -> Iterator[str]:
             continue
         words = _option_words(line) if line.kind == "option" else []
         origin = comment(line.origin, "origin")
-        if words and words[0] in INDEX_URL_OPTIONS and primary:
+        if line.origin in copies and constraint_value(line) is not None:
+            copy = copies[line.origin]
+            yield f"# {origin}: -c {comment(copy.declared, origin)} (copied into the bundle)"
+            yield shlex.join(["--constraint", copy.bundle_path])
+        elif words and words[0] in INDEX_URL_OPTIONS and primary:
             note = "kept as an extra index: the torch index stays primary"
             yield f"# {origin}: {comment(line.text, origin)} ({note})"
             yield shlex.join(["--extra-index-url", *words[1:]])
@@ -116,5 +128,5 @@ def generate(plan: Plan, command: str) -> Iterator[str]:
         yield requirement_text(line)
 
 
-def render_requirements(plan: Plan, command: str) -> str:
-    return "\n".join(generate(plan, command)).rstrip("\n") + "\n"
+def render_requirements(plan: Plan, command: str, constraints: tuple[Constraint, ...] | None = None) -> str:
+    return "\n".join(generate(plan, command, constraints)).rstrip("\n") + "\n"

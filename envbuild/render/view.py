@@ -22,6 +22,7 @@ from envbuild.models import (
     WORKDIR_IN_IMAGE,
     Plan,
 )
+from envbuild.render.constraints import constraint_value
 from envbuild.render.lockfile import checked_env
 from envbuild.render.quote import check_plain, docker_str, sh
 
@@ -67,6 +68,7 @@ class DockerfileView:
     labels: tuple[EnvVar, ...]
     blender: Blender | None
     extra_groups: str  # "video" for ROCm (device access), "" otherwise
+    constraints: bool  # the bundle carries constraints/ (copied into the builder stage)
     venv: str = VENV_PATH_IN_IMAGE
     tool_venv: str = TOOL_VENV_IN_IMAGE
     lock_path: str = LOCK_PATH_IN_IMAGE
@@ -173,6 +175,7 @@ def dockerfile_view(plan: Plan, command: str) -> DockerfileView:
         labels=labels,
         blender=_blender(plan),
         extra_groups="video" if plan.backend == "rocm" else "",
+        constraints=any(constraint_value(line) is not None for line in plan.requirements),
     )
 
 
