@@ -1,0 +1,168 @@
+"""Report folders: manifest verification (tamper, missing, extra), diff, junit/markdown, redaction, CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from validate_support import cpu_lock
+
+from envbuild.validate import diff_reports, load_report, run_validation, verify_report
+from envbuild.validate.redact import REDACTED, redact_env, redact_text
+
+
+def _report(tmp_path: Path, name: str, stages: list[str], **lock_update: object) -> Path:
+    lock_file = tmp_path / f"{name}.lock.json"
+    lock_file.write_text(cpu_lock(tmp_path, **lock_update).model_dump_json(), encoding="utf-8")
+    _, run_dir = run_validation(lock_file, out=tmp_path / name, stages=stages, workdir=tmp_path)
+    return run_dir
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("HF_TOKEN", "hf_reportTestSecretValue42")
+    monkeypatch.setenv("PIP_INDEX_URL", "https://user:pa55word@mirror.example/simple")
+    return _report(tmp_path, "a", ["interpreter", "os"])
+
+
+def _envbuild(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "envbuild", *args], capture_output=True, text=True, check=False
+    )
+
+
+def test_run_folders_are_new_and_never_reused(tmp_path: Path) -> None:
+    a = _report(tmp_path, "same", ["os"])
+    b = _report(tmp_path, "same", ["os"])
+    assert a != b and a.parent == b.parent
+    assert len(list(a.parent.iterdir())) == 2
+
+
+def test_intact_report_verifies(run_dir: Path) -> None:
+    assert verify_report(run_dir) == []
+    proc = _envbuild("report", "verify", str(run_dir))
+    assert proc.returncode == 0 and "intact" in proc.stdout
+    lines = (run_dir / "MANIFEST.sha256").read_text().splitlines()
+    assert [ln.split("  ")[1] for ln in lines] == sorted(
+        p.name for p in run_dir.iterdir() if p.name != "MANIFEST.sha256"
+    )
+    check = subprocess.run(["sha256sum", "-c", "--quiet", "MANIFEST.sha256"], cwd=run_dir, check=False)
+    assert check.returncode == 0  # the manifest is in sha256sum's own format
+
+
+def test_tampered_missing_and_extra_files_fail(run_dir: Path) -> None:
+    report = run_dir / "report.json"
+    report.write_text(report.read_text().replace('"ok": true', '"ok": false'))
+    (run_dir / "os-release").unlink()
+    (run_dir / "notes.txt").write_text("added after the run")
+    assert verify_report(run_dir) == ["missing: os-release", "changed: report.json", "extra: notes.txt"]
+    proc = _envbuild("report", "verify", str(run_dir))
+    assert proc.returncode == 1
+    assert proc.stdout.splitlines() == ["missing: os-release", "changed: report.json", "extra: notes.txt"]
+
+
+def test_missing_manifest_and_not_a_dir(tmp_path: Path, run_dir: Path) -> None:
+    (run_dir / "MANIFEST.sha256").unlink()
+    assert verify_report(run_dir) == ["MANIFEST.sha256 is missing (an incomplete or interrupted copy)"]
+    proc = _envbuild("report", "verify", str(tmp_path / "nope"))
+    assert proc.returncode == 1 and "not a report directory" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_secrets_never_land_in_the_report(run_dir: Path) -> None:
+    env_lines = (run_dir / "env.txt").read_text().splitlines()
+    assert "HF_TOKEN=[REDACTED]" in env_lines
+    assert "PIP_INDEX_URL=https://[REDACTED]@mirror.example/simple" in env_lines
+    for path in run_dir.iterdir():
+        text = path.read_text(encoding="utf-8")
+        assert "hf_reportTestSecretValue42" not in text and "pa55word" not in text, path.name
+
+
+def test_report_json_fields_and_junit(run_dir: Path) -> None:
+    data = json.loads((run_dir / "report.json").read_text())
+    assert data["format"] == "envbuild.report/1"
+    assert data["run_id"] == run_dir.name
+    assert set(data["lock"]) == {"path", "sha256", "content"}
+    assert data["lock"]["content"]["profile_name"] == "pytorch-cpu"
+    assert data["stage_reached"] == "os" and data["ok"] is True and data["interrupted"] is False
+    assert [s["stage"] for s in data["stages"]] == ["interpreter", "os"]
+    suite = ET.parse(run_dir / "junit.xml").getroot()
+    assert suite.tag == "testsuite" and suite.get("tests") == "2" and suite.get("failures") == "0"
+    assert [c.get("name") for c in suite.iter("testcase")] == ["interpreter", "os"]
+    assert "| os | passed |" in (run_dir / "report.md").read_text()
+
+
+def test_failed_stage_in_junit_and_markdown(tmp_path: Path) -> None:
+    run_dir = _report(tmp_path, "b", ["os", "packages"], os_release_id="ubuntu", os_release_version="24.04")
+    suite = ET.parse(run_dir / "junit.xml").getroot()
+    cases = {c.get("name"): c for c in suite.iter("testcase")}
+    failure = cases["os"].find("failure")
+    assert failure is not None and failure.get("message") == "OS is debian 12; the lock declares ubuntu 24.04"
+    assert cases["packages"].find("skipped") is not None  # aborted after the failure
+    md = (run_dir / "report.md").read_text()
+    assert "first failure: **os**: OS is debian 12; the lock declares ubuntu 24.04" in md
+
+
+def test_diff_two_reports(tmp_path: Path) -> None:
+    a = _report(tmp_path, "a", ["packages"])
+    base = cpu_lock(tmp_path)
+    drifted = tuple(
+        p.model_copy(update={"version": "2.12.0"}) if p.name == "torch" else p for p in base.packages
+    )
+    b = _report(tmp_path, "b", ["packages"], packages=drifted)
+    diffs = diff_reports(load_report(a), load_report(b))
+    assert "result: passed -> failed" in diffs
+    assert "stage packages: passed -> failed" in diffs
+    assert any(d.startswith("lock: ") for d in diffs)
+    assert diff_reports(load_report(a), load_report(a)) == []
+    proc = _envbuild("report", "diff", str(a), str(b))
+    assert proc.returncode == 1 and "stage packages: passed -> failed" in proc.stdout.splitlines()
+    same = _envbuild("report", "diff", str(a), str(a))
+    assert same.returncode == 0 and same.stdout.strip() == "no differences"
+
+
+def test_diff_reports_package_and_driver_changes(tmp_path: Path) -> None:
+    a = load_report(_report(tmp_path, "a", ["packages"]))
+    stages = [
+        s.model_copy(update={"facts": {**s.facts, "declared_installed": {"torch": "2.12.0+cpu"}}})
+        if s.stage == "packages"
+        else s
+        for s in a.stages
+    ]
+    b = a.model_copy(update={"stages": tuple(stages)})
+    assert diff_reports(a, b) == ["package torch: 2.13.0+cpu -> 2.12.0+cpu"]
+
+
+def test_redaction_helpers() -> None:
+    env = {"AWS_SECRET_ACCESS_KEY": "x", "WANDB_API_KEY": "y", "HOME": "/root", "DB": "postgres://u:p@h/db"}
+    assert redact_env(env) == {
+        "AWS_SECRET_ACCESS_KEY": REDACTED,
+        "WANDB_API_KEY": REDACTED,
+        "HOME": "/root",
+        "DB": f"postgres://{REDACTED}@h/db",
+    }
+    assert redact_text("token=abcdef123 ok", {"MY_TOKEN": "abcdef123"}) == f"token={REDACTED} ok"
+    assert redact_text("a 1 b", {"MY_TOKEN": "1"}) == "a 1 b"  # too short to scrub from free text
+
+
+def test_bad_lock_is_exit_2_without_traceback(tmp_path: Path) -> None:
+    bad = tmp_path / "lock.json"
+    bad.write_text('{"format": "envbuild.lock/9"}')
+    proc = _envbuild("validate", "--lock", str(bad), "--out", str(tmp_path / "runs"))
+    assert proc.returncode == 2
+    assert "expected format envbuild.lock/1" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "runs").exists()  # nothing half-written
+    missing = _envbuild("validate", "--lock", str(tmp_path / "none.json"))
+    assert missing.returncode == 2 and "cannot read lock file" in missing.stderr
+    good = tmp_path / "good.json"
+    good.write_text(cpu_lock(tmp_path).model_dump_json(), encoding="utf-8")
+    stages = _envbuild("validate", "--lock", str(good), "--stages", "os,gpu", "--out", str(tmp_path / "runs"))
+    assert stages.returncode == 2 and "--stages: unknown stage 'gpu'" in stages.stderr
+    timeout = _envbuild(
+        "validate", "--lock", str(good), "--timeout", "os=soon", "--out", str(tmp_path / "runs")
+    )
+    assert timeout.returncode == 2 and "expected STAGE=SECONDS" in timeout.stderr
+    assert not (tmp_path / "runs").exists()

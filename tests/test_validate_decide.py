@@ -1,0 +1,162 @@
+"""Pure decisions on facts (packages, interpreter, OS, compute, extensions, memory, checkpoint)."""
+
+from __future__ import annotations
+
+import pytest
+from validate_support import gpu_lock
+
+from envbuild.errors import UsageError
+from envbuild.models import LockPackage
+from envbuild.validate.decide import decide_interpreter, decide_os, decide_packages, package_differences
+from envbuild.validate.decide_work import (
+    decide_checkpoint,
+    decide_compute,
+    decide_extensions,
+    decide_memory_cpu,
+)
+from envbuild.validate.stages import select_stages
+
+
+def _pkg(name: str, version: str | None, local: str | None = None, req: str | None = None) -> LockPackage:
+    text = req or f"{name}=={version}" + (f"+{local}" if local else "")
+    return LockPackage(name=name, version=version, local=local, requirement=text, origin="test")
+
+
+LOCK = gpu_lock(
+    "cuda",
+    ["h100"],
+    packages=(
+        _pkg("torch", "2.7.1", "cu128"),
+        _pkg("numpy", "2.1.3"),
+        _pkg("Flash_Attn", "2.8.3"),
+        _pkg("einops", None, req="einops>=0.8"),
+    ),
+)
+
+
+def test_package_differences_lists_each_exactly() -> None:
+    installed = {"torch": "2.7.1+cpu", "numpy": "2.2.0", "einops": "0.7.0"}
+    assert package_differences(LOCK, installed) == [
+        "torch: declared 2.7.1+cu128, installed 2.7.1+cpu (wrong variant: cu128 declared, cpu installed)",
+        "numpy: declared 2.1.3, installed 2.2.0",
+        "Flash_Attn: declared 2.8.3, not installed",
+        "einops: declared einops>=0.8, installed 0.7.0",
+    ]
+
+
+def test_matching_environment_has_no_differences() -> None:
+    installed = {"torch": "2.7.1+cu128", "numpy": "2.1.3", "flash-attn": "2.8.3", "einops": "0.8.1"}
+    assert package_differences(LOCK, installed) == []
+
+
+def test_broken_requirements_fail_packages() -> None:
+    installed = {
+        "torch": "2.7.1+cu128",
+        "numpy": "2.1.3",
+        "flash-attn": "2.8.3",
+        "einops": "0.8.1",
+        "envbuild": "0.1",
+    }
+    broken = ["torchvision 0.22.1 has requirement torch==2.7.1, but you have torch 2.6.0"]
+    res = decide_packages(LOCK, {"installed": installed, "broken": broken, "check_mode": "packaging"})
+    assert res.status == "failed"
+    assert res.error == "1 package problem: " + broken[0]
+    assert res.facts["envbuild_in_target"] is True
+
+
+def test_interpreter_version_and_prefix() -> None:
+    ok = {"version": "3.11.9", "prefix": "/opt/venv"}
+    assert decide_interpreter(LOCK, ok).status == "passed"
+    bad = decide_interpreter(LOCK, {"version": "3.12.3", "prefix": "/usr"})
+    assert bad.error == (
+        "Python 3.12.3 is running; the lock declares Python 3.11; "
+        "interpreter prefix /usr is not the lock's environment /opt/venv"
+    )
+    assert "PATH=/opt/venv/bin:$PATH" in (bad.hint or "")
+
+
+def test_os_and_glibc() -> None:
+    facts = {
+        "id": "ubuntu",
+        "version_id": "24.04",
+        "libc": "glibc",
+        "libc_version": "2.39",
+        "os_release": "x",
+    }
+    res = decide_os(LOCK, facts)
+    assert res.status == "passed" and "os_release" not in res.facts
+    old = decide_os(LOCK, {**facts, "id": "centos", "version_id": "7", "libc_version": "2.17"})
+    assert old.error == (
+        "OS is centos 7; the lock declares ubuntu 24.04; "
+        "glibc 2.17 is older than 2.28, which torch wheels (manylinux_2_28) need"
+    )
+
+
+def test_compute_decisions() -> None:
+    good = {
+        "device": "cuda:0",
+        "dtype": "bfloat16",
+        "size": 512,
+        "finite": True,
+        "rel_error": 0.004,
+        "tolerance": 0.03,
+        "ok": True,
+    }
+    assert decide_compute({"checks": [good]}).status == "passed"
+    nan = {**good, "finite": False, "rel_error": None, "ok": False}
+    assert (
+        decide_compute({"checks": [good, nan]}).error
+        == "cuda:0 bfloat16 matmul (512x512) produced non-finite values"
+    )
+    off = {**good, "rel_error": 0.5, "ok": False}
+    assert (
+        decide_compute({"checks": [off]}).error
+        == "cuda:0 bfloat16 matmul (512x512): relative error 0.5 exceeds 0.03"
+    )
+    assert decide_compute({"checks": []}).status == "failed"
+
+
+def test_extension_decisions() -> None:
+    failed = {
+        "name": "cpp_op",
+        "status": "failed",
+        "error": "cannot compile: missing ninja",
+        "hint": "install ninja",
+    }
+    res = decide_extensions(LOCK, {"parts": [failed]})
+    assert (res.status, res.error, res.hint) == ("failed", "cannot compile: missing ninja", "install ninja")
+    skip = decide_extensions(LOCK, {"parts": [{"name": "cpp_op", "status": "skipped", "reason": "off"}]})
+    assert skip.status == "skipped" and skip.facts["reason"] == "cpp_op: off"
+
+
+def test_memory_cpu_decisions() -> None:
+    lock = LOCK.model_copy(update={"gpu_memory_gib": 10.0})
+    assert decide_memory_cpu(LOCK, 10**12).status == "skipped"
+    assert decide_memory_cpu(lock, 20 * 1024**3).status == "passed"
+    res = decide_memory_cpu(lock, 4 * 1024**3)
+    assert res.error == "host has 4.0 GiB available, the job needs 10.5 GiB (with margin)"
+
+
+def test_checkpoint_decisions() -> None:
+    save = {"path": "/w/c.pt", "size_bytes": 10, "write_seconds": 0.1}
+    assert decide_checkpoint(save, {"bitwise_equal": True, "max_abs_diff": 0.0}, "cpu").status == "passed"
+    drift = decide_checkpoint(save, {"bitwise_equal": False, "max_abs_diff": 1e-9}, "cpu")
+    assert drift.status == "failed"  # bitwise on CPU: any difference fails
+    assert (
+        decide_checkpoint(save, {"bitwise_equal": False, "max_abs_diff": 1e-7}, "cuda:0").status == "passed"
+    )
+    assert decide_checkpoint(save, {"bitwise_equal": False, "max_abs_diff": 0.1}, "cuda:0").status == "failed"
+
+
+def test_stage_selection_adds_prerequisites() -> None:
+    assert select_stages(["checkpoint"]) == [
+        "interpreter",
+        "packages",
+        "accelerator",
+        "devices",
+        "compute",
+        "checkpoint",
+    ]
+    assert select_stages(["os"]) == ["os"]
+    with pytest.raises(UsageError, match=r"unknown stage 'gpu' \(valid: accelerator, checkpoint"):
+        select_stages(["gpu"])
