@@ -205,3 +205,23 @@ def test_sha256_does_not_depend_on_location(tmp_path: Path) -> None:
     two = load_profile(str(tmp_path / "elsewhere" / "b" / "train.toml"))
     assert one.sha256 == two.sha256
     assert one.sources == two.sources
+
+
+@pytest.mark.parametrize(
+    ("child", "files", "message"),
+    [
+        ('extends = "missing.toml"', {}, "does not exist"),
+        ('extends = "bad.toml"', {"bad.toml": "kind = \n"}, "not valid TOML"),
+        ('extends = "../bad.toml"', {}, "'..'"),
+    ],
+)
+def test_broken_parent_does_not_cascade_into_missing_keys(
+    tmp_path: Path, child: str, files: dict[str, str], message: str
+) -> None:
+    """A child without `kind` relies on its parent: when the parent cannot be read, report only that."""
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    (tmp_path / "p.toml").write_text(f'name = "p"\n{child}\n')
+    with pytest.raises(ProfileError) as info:
+        load_profile(str(tmp_path / "p.toml"))
+    assert len(info.value.issues) == 1 and message in info.value.issues[0].message

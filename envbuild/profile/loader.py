@@ -48,6 +48,7 @@ class _Layer:
 class _Load:
     issues: list[Issue] = field(default_factory=list)
     files: dict[str, bytes] = field(default_factory=dict)  # label -> bytes, in first-read order
+    broken: bool = False  # the extends chain could not be followed to its end
 
     def record(self, place: Place, data: bytes) -> None:
         self.files.setdefault(place.label, data)
@@ -96,13 +97,15 @@ class _Load:
         return place, place.label
 
     def chain(self, root: Place, ident: str) -> list[_Layer]:
-        """The profile and its parents, nearest first."""
+        """The profile and its parents, nearest first; ``broken`` when a parent could not be followed."""
         first = self.read_layer(root, ident)
         if first is None:
             return []
         layers = [first]
         seen = [first.place.path.resolve()]
+        self.broken = any(i.key == "extends" for i in self.issues)  # an invalid extends value
         while (ref := layers[-1].doc.get("extends")) is not None:
+            self.broken = True  # until the parent is read
             found = self.parent_place(layers[-1], ref)
             if found is None:
                 break
@@ -121,6 +124,7 @@ class _Load:
                 break
             seen.append(resolved)
             layers.append(layer)
+            self.broken = any(i.key == "extends" for i in self.issues)
         return layers
 
 
@@ -158,8 +162,8 @@ def load_profile(ref: str | os.PathLike[str]) -> Profile:
     origins = [f"extends:{layer.ident}" for layer in ordered[:-1]] + [f"profile:{ident}"]
     merged = merge([(origin, layer.doc) for origin, layer in zip(origins, ordered, strict=True)])
     root = ordered[-1]
-    for key in ("name", "kind"):
-        if key not in merged.data and not any(i.key == key for i in load.issues):
+    for key in ("name", "kind"):  # not when a parent could not be read: it may have set them
+        if key not in merged.data and not load.broken and not any(i.key == key for i in load.issues):
             load.issues.append(Issue(root.place.display, key, "is required (in the profile or a parent)"))
     lines = _requirement_lines(merged, refs, load, ordered[-1])
     app = _app_source(merged, ordered, load)
