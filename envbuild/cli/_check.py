@@ -43,7 +43,11 @@ def _print_human(result: CheckResult) -> None:
         ("profile", f"{plan.profile.name} ({plan.profile.path})"),
         (
             "targets",
-            ", ".join(f"{c.id} ({c.arch or 'cpu'}, {c.memory_gib:g} GiB)" for c in plan.targets) or "-",
+            ", ".join(
+                c.id if c.vendor == "cpu" else f"{c.id} ({c.arch}, {c.memory_gib:g} GiB)"
+                for c in plan.targets
+            )
+            or "-",
         ),
         ("base image", f"{plan.base_image} [{plan.base_flavor}]"),
         ("os / python", f"{plan.os_name} / Python {plan.python_version} ({plan.python_provision})"),
