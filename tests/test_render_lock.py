@@ -85,3 +85,8 @@ def test_lock_json_is_sorted_and_round_trips(tmp_path: Path) -> None:
     path = tmp_path / "envbuild.lock.json"
     path.write_text(text, encoding="utf-8")
     assert read_lock(path) == make_lock(cuda_plan())
+
+
+def test_lock_apt_is_what_the_final_stage_installs() -> None:
+    lock = make_lock(cuda_plan(apt=("git", "python3-venv", "curl=7.88.1-10+deb12u8")))
+    assert lock.apt == ("ca-certificates", "curl=7.88.1-10+deb12u8", "git", "python3.12")

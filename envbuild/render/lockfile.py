@@ -21,6 +21,7 @@ from envbuild.models import (
     RequirementLine,
 )
 from envbuild.profile.fields import secret_key_reason, secret_value_reason
+from envbuild.render.apt import apt_packages, runtime_packages
 
 _OS_RELEASE = {
     "ubuntu22.04": ("ubuntu", "22.04"),
@@ -132,7 +133,7 @@ def make_lock(plan: Plan) -> Lock:
         gpus=profile.resources.gpus,
         gpu_memory_gib=profile.resources.gpu_memory_gib,
         packages=lock_packages(plan),
-        apt=plan.apt,
+        apt=tuple(runtime_packages(apt_packages(plan))),
         env=checked_env(plan),
         checks=profile.checks,
         extensions=profile.validate_.extensions,

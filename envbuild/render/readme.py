@@ -6,9 +6,10 @@ from dataclasses import dataclass
 
 from envbuild import __version__
 from envbuild.models import LOCK_PATH_IN_IMAGE, PYTHON_IN_IMAGE, CheckResult
+from envbuild.render.apt import apt_packages, runtime_packages
 from envbuild.render.env import render_template
 from envbuild.render.quote import md, md_code
-from envbuild.render.view import PREPARATION, OrderRow, apt_packages, order_rows
+from envbuild.render.view import PREPARATION, OrderRow, order_rows
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
@@ -67,7 +68,7 @@ def render_readme(result: CheckResult, command: str) -> str:
         python=plan.python_version,
         base_image=md_code(plan.base_image, "base image"),
         base_flavor=plan.base_flavor,
-        apt=md(" ".join(apt_packages(plan)), "apt"),
+        apt=md(" ".join(runtime_packages(apt_packages(plan))), "apt"),
         blender=plan.blender_version or "",
         blender_devices=", ".join(profile.blender.devices),
         tag=suggested_tag(result),

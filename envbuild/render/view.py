@@ -22,16 +22,15 @@ from envbuild.models import (
     WORKDIR_IN_IMAGE,
     Plan,
 )
+from envbuild.render.apt import apt_packages, runtime_packages
 from envbuild.render.constraints import constraint_value
 from envbuild.render.lockfile import checked_env
 from envbuild.render.quote import check_plain, docker_str, sh
 
 _PYTHON_VERSION = re.compile(r"^3\.\d{1,2}$")
 _IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._/:@+-]*$", re.I)
-_APT = re.compile(r"^[a-z0-9][a-z0-9+.-]+(=[A-Za-z0-9.+:~_-]+)?$")
 _FILENAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_WHEEL_ONLY = re.compile(r"^python3(\.\d+)?-venv$|^python3-(pip|setuptools|wheel)-whl$")
 
 
 @dataclass(frozen=True)
@@ -74,41 +73,6 @@ class DockerfileView:
     lock_path: str = LOCK_PATH_IN_IMAGE
     workdir: str = WORKDIR_IN_IMAGE
     user: str = IMAGE_USER
-
-
-def _apt_name(entry: str) -> str:
-    return entry.split("=", 1)[0]
-
-
-def python_packages(plan: Plan) -> list[str]:
-    """The OS packages that provide ``python3.X`` (and its venv module, headers when compiling)."""
-    if plan.python_provision == "base-image":
-        return []
-    exe = f"python{plan.python_version}"
-    packages = [exe, f"{exe}-venv"]
-    if plan.compiles or plan.python_provision == "deadsnakes":
-        packages.append(f"{exe}-dev")
-    return packages
-
-
-def apt_packages(plan: Plan) -> list[str]:
-    """The plan's apt list plus what the image itself needs, deduplicated by name (plan pins win)."""
-    chosen: dict[str, str] = {}
-    for entry in plan.apt:
-        if not _APT.match(entry):
-            raise BundleError(f"{plan.profile.path}: system.apt: invalid Debian package {entry!r}")
-        chosen.setdefault(_apt_name(entry), entry)
-    for entry in ["ca-certificates", *python_packages(plan)]:
-        chosen.setdefault(entry, entry)
-    return [chosen[name] for name in sorted(chosen)]
-
-
-def runtime_packages(packages: list[str]) -> list[str]:
-    """``packages`` without those that only ship ``*.whl`` files (ensurepip's, for ``python -m venv``).
-
-    The venv is created in the builder stage; the final stage needs the interpreter, not the wheels.
-    """
-    return [p for p in packages if not _WHEEL_ONLY.match(_apt_name(p))]
 
 
 def _blender(plan: Plan) -> Blender | None:
