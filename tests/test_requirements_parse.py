@@ -60,7 +60,7 @@ def _our_view(lines: tuple[RequirementLine, ...]) -> list[tuple[str, tuple[str, 
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # pip vendors pkg_resources
-@pytest.mark.parametrize("name", ["locked.txt", "mixed.txt"])
+@pytest.mark.parametrize("name", ["locked.txt", "mixed.txt", "uv-compiled.txt"])
 def test_real_world_files_agree_with_pip(tmp_path: Path, name: str) -> None:
     shutil.copytree(DATA / "reqs", tmp_path / "reqs")
     (tmp_path / "p.toml").write_text(
