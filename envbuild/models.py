@@ -9,7 +9,7 @@ bump :data:`LOCK_FORMAT` when it changes incompatibly.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -20,7 +20,7 @@ Severity = Literal["error", "warning", "info"]
 BlenderDevice = Literal["CPU", "CUDA", "OPTIX", "HIP", "ONEAPI"]
 Vendor = Literal["nvidia", "amd", "cpu"]
 
-LOCK_FORMAT = "envbuild.lock/1"
+LOCK_FORMAT: Final = "envbuild.lock/1"
 LOCK_PATH_IN_IMAGE = "/etc/envbuild/envbuild.lock.json"
 VENV_PATH_IN_IMAGE = "/opt/venv"
 PYTHON_IN_IMAGE = "/opt/venv/bin/python"
