@@ -64,3 +64,16 @@ def test_findings_sorted_and_escaped_and_provenance() -> None:
 def test_description_markdown_is_neutralised() -> None:
     text = render_readme(result(cuda_plan(profile=profile(description="# Big | *bold*"))), COMMAND)
     assert "\\# Big \\| \\*bold\\*" in text
+
+
+def test_blender_readme_shows_headless_device_selection() -> None:
+    plan = cuda_plan(
+        profile=profile(kind="blender", blender={"version": "4.5.3", "devices": ["OPTIX", "CUDA"]}),
+        blender_version="4.5.3",
+        blender_url="https://download.blender.org/release/Blender4.5/blender-4.5.3-linux-x64.tar.xz",
+        blender_sha256_url="https://download.blender.org/release/Blender4.5/blender-4.5.3.sha256",
+    )
+    text = render_readme(result(plan), COMMAND)
+    assert "blender -b scene.blend -E CYCLES -o //out_#### -f 1 -- --cycles-device OPTIX" in text
+    assert "Blender 4.5.3, devices OPTIX, CUDA, at `/opt/blender`" in text
+    assert "--cycles-device" not in render_readme(result(cuda_plan()), COMMAND)
