@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from envbuild.cli import cli, handle_errors
+from envbuild.models import CheckResult
 
 
 def _say(message: str) -> None:
@@ -43,10 +44,10 @@ def _cache_root() -> Path:
     return Path(base) / "envbuild" / "bundles"
 
 
-def bundle_for(ref: str, targets: tuple[str, ...], force: bool) -> tuple[Path, bool]:
-    """A bundle directory for ``ref``: the folder itself, or a profile rendered into the cache.
+def resolve_source(ref: str, targets: tuple[str, ...]) -> tuple[Path, CheckResult | None]:
+    """``ref`` as a bundle folder (result None), or a profile checked and bound for the cache.
 
-    Returns (bundle, rendered_here).
+    Reads and checks only; nothing is written.  Returns (bundle directory, check result).
     """
     from envbuild import __version__
     from envbuild.build.refs import slug
@@ -56,20 +57,24 @@ def bundle_for(ref: str, targets: tuple[str, ...], force: bool) -> tuple[Path, b
     if path.is_dir():
         if targets:
             raise UsageError("--target applies to a profile, not to an already rendered bundle")
-        return path, False
+        return path, None
     from envbuild.plan import check
     from envbuild.profile import load_profile
-    from envbuild.render import render_bundle
 
     profile = load_profile(ref)
     result = check(profile, targets=list(targets) or None)
     ids = "-".join(card.id for card in result.plan.targets) or "none"
-    key = f"{profile.name}-{slug(ids)}-{profile.sha256[:12]}-{__version__}"
-    bundle = _cache_root() / key
+    return _cache_root() / f"{profile.name}-{slug(ids)}-{profile.sha256[:12]}-{__version__}", result
+
+
+def render_cached(bundle: Path, result: CheckResult, targets: tuple[str, ...], force: bool) -> None:
+    """Render ``result`` into the cache folder ``bundle`` unless an earlier run already did."""
+    from envbuild.render import render_bundle
+
     if not (bundle / "envbuild.lock.json").is_file():
-        command = " ".join(["envbuild", "render", profile.name, *(f"--target {t}" for t in targets)])
+        name = result.plan.profile.name
+        command = " ".join(["envbuild", "render", name, *(f"--target {t}" for t in targets)])
         render_bundle(result, bundle, command=command, force=force)
-    return bundle, True
 
 
 @cli.command("build")
@@ -116,6 +121,7 @@ def build_command(
 ) -> None:
     """Build BUNDLE_OR_PROFILE (a rendered bundle, a built-in profile or a .toml) into an image."""
     from envbuild.build.certs import load_ca_certs
+    from envbuild.build.engine import api_client
     from envbuild.build.fetch import fetch
     from envbuild.build.image import build_image
     from envbuild.build.refs import check_image_ref, check_network, check_tag
@@ -127,14 +133,17 @@ def build_command(
     if network is not None:
         check_network(network)
     load_ca_certs(ca_certs)
-    bundle, rendered = bundle_for(bundle_or_profile, targets, force)
-    if rendered:
+    bundle, result = resolve_source(bundle_or_profile, targets)
+    api = api_client()  # no engine: say so before rendering or downloading anything
+    rendered = result is not None
+    if result is not None:
+        render_cached(bundle, result, targets, force)
         _say(f"rendered {bundle_or_profile} into {bundle}")
     if do_fetch is None:
         do_fetch = rendered and wheelhouse is None
     if do_fetch:
-        result = fetch(bundle, wheelhouse, say=_say)
-        _say(f"fetched {len(result.wheels)} wheel(s) + {len(result.tools)} tool wheel(s)")
+        fetched = fetch(bundle, wheelhouse, say=_say)
+        _say(f"fetched {len(fetched.wheels)} wheel(s) + {len(fetched.tools)} tool wheel(s)")
     built = build_image(
         bundle,
         tag,
@@ -144,6 +153,7 @@ def build_command(
         network=network,
         no_cache=no_cache,
         progress=not quiet,
+        client=api,
     )
     cached = f", {built.cached_steps}/{len(built.steps)} steps from cache" if built.steps else ""
     click.echo(

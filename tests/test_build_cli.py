@@ -1,0 +1,80 @@
+"""CLI wiring of fetch/build/validate --image that needs no engine: usage errors exit 2, no traceback."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TINY = Path(__file__).parent / "data" / "bundles" / "tiny"
+NO_ENGINE = {"DOCKER_HOST": "unix:///nonexistent/docker.sock", "PIP_RETRIES": "0"}
+
+
+def envbuild(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "envbuild", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **NO_ENGINE},
+        cwd=cwd,
+        timeout=300,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["validate", "--gpus", "2"], "--gpus needs --image"),
+        (["validate", "--image", "x:1", "--lock", "l.json"], "drop --lock/--python"),
+        (["validate", "--image", "x:1", "--gpus", "zero"], "--gpus: 'zero' is not valid"),
+        (["validate", "--image", "Not An Image"], "--image: 'Not An Image' is not a valid image reference"),
+        (["build", "no-such-profile-xyz", "--tag", "x:1"], "no-such-profile-xyz"),
+        (["build", str(TINY), "--tag", "x:1", "--target", "h100"], "--target applies to a profile"),
+        (["fetch", "/nonexistent/bundle"], "not a bundle directory"),
+    ],
+)
+def test_usage_errors_exit_2(args: list[str], message: str) -> None:
+    proc = envbuild(*args)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_fetch_command_reports_what_it_fetched(tmp_path: Path) -> None:
+    bundle = tmp_path / "tiny"
+    shutil.copytree(TINY, bundle)
+    proc = envbuild("fetch", str(bundle), "--no-tools")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"fetched 1 wheel(s) into {bundle}/wheelhouse in ")
+    assert (bundle / "wheelhouse" / "six-1.17.0-py2.py3-none-any.whl").is_file()
+    assert not list((bundle / "tools").glob("*.whl"))
+
+
+def test_build_profile_ref_checks_arguments_before_rendering(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "envbuild", "build", "pytorch-cpu", "--tag", "BAD TAG"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **NO_ENGINE, "XDG_CACHE_HOME": str(tmp_path)},
+        timeout=120,
+    )
+    assert proc.returncode == 2 and "--tag: 'BAD TAG'" in proc.stderr
+    assert not (tmp_path / "envbuild").exists()  # nothing rendered, nothing fetched
+
+
+def test_build_without_engine_exits_3_before_rendering(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "envbuild", "build", "ubuntu", "--tag", "x:1"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **NO_ENGINE, "XDG_CACHE_HOME": str(tmp_path)},
+        timeout=120,
+    )
+    assert proc.returncode == 3, proc.stderr
+    assert "cannot reach the Docker engine at unix:///nonexistent/docker.sock" in proc.stderr
+    assert "scripts/docker-engine.sh" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "envbuild").exists()  # nothing rendered, nothing fetched
