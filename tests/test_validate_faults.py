@@ -162,3 +162,62 @@ def test_sigterm_during_a_probe_still_writes_the_report(tmp_path: Path) -> None:
     while _alive(grandchild) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _alive(grandchild)
+
+
+def test_gpu_lock_without_a_gpu_fails_at_accelerator_with_the_hint(tmp_path: Path) -> None:
+    """The real runner and CLI; the accelerator probe replays torch's recorded view of a container
+    started without --gpus (tests/fixtures/torch), since this machine has no GPU to hide."""
+    from validate_support import FIXTURES, gpu_lock
+
+    recorded = json.loads((FIXTURES / "torch" / "no-gpu-container-torch2.7.1-cu128.json").read_text())
+    replay = tmp_path / "replay.py"
+    replay.write_text(
+        "import json, sys\nsys.stdin.read()\n"
+        f"print('ENVBUILD-RESULT ' + json.dumps({recorded['accelerator']!r}))\n",
+        encoding="utf-8",
+    )
+    lock = gpu_lock("cuda", ["h100"], python_executable=sys.executable, python_version="3.11")
+    lock_file = tmp_path / "lock.json"
+    lock_file.write_text(lock.model_dump_json(), encoding="utf-8")
+    env = {**os.environ, "ENVBUILD_PROBE_ACCELERATOR": str(replay)}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "envbuild",
+            "validate",
+            "--lock",
+            str(lock_file),
+            "--out",
+            str(tmp_path / "r"),
+            "--json",
+            "--stages",
+            "accelerator,devices,compute",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(proc.stdout)
+    stages = {s["stage"]: s for s in report["stages"]}
+    assert stages["packages"]["status"] == "passed"
+    acc = stages["accelerator"]
+    assert acc["status"] == "failed" and acc["error"] == "cuda lock but no GPU is visible to torch"
+    assert "docker run --gpus all" in acc["hint"]
+    assert stages["devices"]["error"] == "prerequisite 'accelerator' failed"
+    assert report["first_failure"] == {
+        "stage": "accelerator",
+        "error": "cuda lock but no GPU is visible to torch",
+    }
+
+
+def test_importing_the_validator_pulls_in_neither_torch_nor_docker() -> None:
+    code = (
+        "import sys, envbuild.validate, envbuild.cli._validate\n"
+        "print(sorted({'torch', 'docker'} & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -101,10 +101,11 @@ def run_check(check: CheckSpec, workdir: Path, timeout_s: float | None = None) -
     return entry
 
 
-def run_checks(checks: tuple[CheckSpec, ...], workdir: Path) -> StageResult:
+def run_checks(checks: tuple[CheckSpec, ...], workdir: Path, timeout_s: float | None = None) -> StageResult:
+    """Run every check; ``timeout_s`` (``--timeout checks=N``) replaces each check's own limit."""
     if not checks:
         return skipped("checks", "the lock declares no checks")
-    entries = [run_check(c, workdir) for c in checks]
+    entries = [run_check(c, workdir, timeout_s) for c in checks]
     bad = next((e for e in entries if e["status"] != "passed"), None)
     if bad is None:
         return result("checks", checks=entries, workdir=str(workdir))

@@ -200,7 +200,7 @@ def _checkpoint(ctx: Context) -> StageResult:
 
 
 def _checks(ctx: Context) -> StageResult:
-    return checks.run_checks(ctx.lock.checks, ctx.workdir)
+    return checks.run_checks(ctx.lock.checks, ctx.workdir, ctx.timeouts.get("checks"))
 
 
 RUNNERS: dict[str, Callable[[Context], StageResult]] = {
