@@ -37,6 +37,33 @@ def median_seconds(argv: list[str], runs: int) -> float:
     return statistics.median(times)
 
 
+STAGES = """
+import json, sys, tempfile, time
+from pathlib import Path
+t0 = time.perf_counter()
+from envbuild.plan import check
+from envbuild.profile import load_profile
+from envbuild.render import render_bundle
+out = {"import": time.perf_counter() - t0}
+tmp = Path(tempfile.mkdtemp(prefix="envbuild-bench-"))
+for name in sys.argv[1:]:
+    t = time.perf_counter(); profile = load_profile(name); out["load " + name] = time.perf_counter() - t
+    t = time.perf_counter(); result = check(profile); out["check " + name] = time.perf_counter() - t
+    t = time.perf_counter(); render_bundle(result, tmp / name, command="bench", force=True)
+    out["render " + name] = time.perf_counter() - t
+print(json.dumps(out))
+"""
+
+
+def stage_times(names: list[str]) -> dict[str, float]:
+    """Seconds per stage inside one cold process (first call of each stage pays its warm-up)."""
+    import json
+
+    proc = subprocess.run([sys.executable, "-c", STAGES, *names], cwd=REPO, capture_output=True, check=True)
+    times: dict[str, float] = json.loads(proc.stdout)
+    return times
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -62,6 +89,9 @@ def main() -> None:
     width = max(len(label) for label, _ in rows)
     print(f"cold-process wall time, median of {args.runs} runs ({sys.version.split()[0]})")
     for label, seconds in rows:
+        print(f"  {label:<{width}}  {seconds * 1000:7.1f} ms")
+    print("in one process (import once, then load / check / render each built-in):")
+    for label, seconds in stage_times(builtins()).items():
         print(f"  {label:<{width}}  {seconds * 1000:7.1f} ms")
 
 
