@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -205,3 +206,27 @@ def test_missing_app_folder_is_an_error(tmp_path: Path) -> None:
     (tmp_path / "proj").mkdir()
     with pytest.raises(BundleError, match=r"app.source: 'app' is not a folder"):
         render_bundle(result(app_plan(tmp_path)), tmp_path / "b", command=COMMAND)
+
+
+@pytest.mark.parametrize(
+    "name", [".env", ".env.production", "id_rsa", "server.pem", "tls.key", ".netrc", ".aws"]
+)
+def test_app_credential_files_are_refused(tmp_path: Path, name: str) -> None:
+    app = make_app(tmp_path)
+    target = app / "config" / name
+    if name == ".aws":
+        target.mkdir()
+        (target / "credentials").write_text("[default]\n")
+    else:
+        target.write_text("SECRET=1\n")
+    with pytest.raises(BundleError, match=f"config/{re.escape(name)} .*secrets never go into a bundle"):
+        render_bundle(result(app_plan(tmp_path)), tmp_path / "b", command=COMMAND)
+    assert not (tmp_path / "b").exists()
+
+
+def test_app_virtualenv_is_skipped(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    (app / ".venv" / "bin").mkdir(parents=True)
+    (app / ".venv" / "bin" / "python").write_text("")
+    files = tree(render_bundle(result(app_plan(tmp_path)), tmp_path / "b", command=COMMAND))
+    assert not any(".venv" in f for f in files)
