@@ -116,7 +116,10 @@ def test_hanging_probe_times_out_and_its_group_is_killed(
     assert verify_report(run_dir) == []
 
 
-def test_sigterm_during_a_probe_still_writes_the_report(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_signal_during_a_probe_still_writes_the_report(
+    tmp_path: Path, sig: signal.Signals, code: int
+) -> None:
     lock_file = tmp_path / "lock.json"
     lock_file.write_text(cpu_lock(tmp_path).model_dump_json(), encoding="utf-8")
     env = {**os.environ, "ENVBUILD_PROBE_PACKAGES": str(hang_script(tmp_path))}
@@ -143,18 +146,20 @@ def test_sigterm_during_a_probe_still_writes_the_report(tmp_path: Path) -> None:
         assert time.monotonic() < deadline, "the slow probe never started"
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.1)
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 143, err.decode()
+    assert proc.returncode == code, err.decode()
     (run_dir,) = list(out.iterdir())
     report = json.loads((run_dir / "report.json").read_text())
-    assert report["interrupted"] is True and report["signal"] == "SIGTERM" and report["ok"] is False
+    assert report["interrupted"] is True and report["signal"] == sig.name and report["ok"] is False
     stages = {s["stage"]: s for s in report["stages"]}
     assert stages["interpreter"]["status"] == "passed"
     assert (
-        stages["packages"]["status"] == "aborted" and stages["packages"]["error"] == "interrupted by SIGTERM"
+        stages["packages"]["status"] == "aborted"
+        and stages["packages"]["error"] == f"interrupted by {sig.name}"
     )
-    assert stages["checks"]["error"] == "not run: the run was interrupted (SIGTERM)"
+    assert stages["checks"]["error"] == f"not run: the run was interrupted ({sig.name})"
+    assert report["first_failure"] == {"stage": "packages", "error": f"interrupted by {sig.name}"}
     assert report["stage_reached"] == "packages"
     assert verify_report(run_dir) == []
     _, grandchild = (int(x) for x in (tmp_path / "pids").read_text().split())
@@ -221,3 +226,22 @@ def test_importing_the_validator_pulls_in_neither_torch_nor_docker() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_missing_toolchain_is_named_by_the_real_probe(tmp_path: Path) -> None:
+    from envbuild.validate.decide_work import decide_extensions
+    from envbuild.validate.probe import run_probe
+
+    env = {**os.environ, "PATH": str(tmp_path)}  # no compiler and no ninja on PATH
+    out = run_probe(
+        sys.executable, "extensions", {"backend": "cpu", "compile": True, "extensions": []}, 120, env=env
+    )
+    assert out.outcome == "ok", out.reason
+    (part,) = out.data["parts"]
+    assert part["status"] == "failed"
+    assert part["error"] == (
+        "cannot compile a C++ extension: missing C++ compiler (c++ / g++), "
+        "ninja (pip install ninja, or the ninja-build package)"
+    )
+    res = decide_extensions(cpu_lock(tmp_path), out.data)
+    assert res.status == "failed" and "apt: g++ python3-dev ninja-build" in (res.hint or "")

@@ -4,6 +4,14 @@ Public API: :func:`run_validation` (what the CLI and ``envbuild validate --image
 :func:`run` (the stage API named in docs/architecture.md), :class:`Report`, :class:`StageResult`,
 :data:`STAGE_NAMES`, :func:`verify_report`, :func:`diff_reports`, :func:`load_report`.
 
+Exit codes (:func:`exit_code`): 0 every stage passed or was skipped as not applicable (with its
+reason), 1 a stage failed or timed out, 2 bad input (lock, --python, --stages, --timeout; raised
+before any report folder is created), 130 / 143 interrupted by SIGINT / SIGTERM (the report is still
+written, with ``interrupted: true``).
+
+Test and debugging hook: ``ENVBUILD_PROBE_<STAGE>=/path/script.py`` runs that script instead of the
+built-in probe for a stage (same protocol: JSON arguments on stdin, ``ENVBUILD-RESULT <json>`` line).
+
 This module imports neither torch nor docker: torch is only imported inside the probe processes,
 which run in the interpreter under test.
 """

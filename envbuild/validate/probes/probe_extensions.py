@@ -133,7 +133,8 @@ def cpp_op(build_root: str) -> None:
             "cpp_op",
             "failed",
             error=f"C++ extension failed: {error_text(exc)}",
-            hint="see the compiler output",
+            hint="the compiler output is in the part's detail",
+            detail=str(exc)[-1500:],
         )
 
 
@@ -169,7 +170,8 @@ def gpu_op(build_root: str) -> None:
         torch.cuda.synchronize()
         check_numbers(f"{backend}_op", y, x, start, compiler=found)
     except Exception as exc:
-        part(f"{backend}_op", "failed", error=f"{backend.upper()} extension failed: {error_text(exc)}")
+        error = f"{backend.upper()} extension failed: {error_text(exc)}"
+        part(f"{backend}_op", "failed", error=error, detail=str(exc)[-1500:])
 
 
 def triton_kernel(build_root: str) -> None:
