@@ -76,3 +76,27 @@ def test_golden_dockerfiles_lint_clean(path: Path) -> None:
 
 def test_there_are_golden_dockerfiles() -> None:
     assert len(golden_dockerfiles()) >= 8
+
+
+def test_every_builtin_on_every_card_lints_clean() -> None:
+    """Not just the goldens: every built-in x every catalog card (forced when incompatible)."""
+    from envbuild.catalog import load_catalog
+    from envbuild.plan import check
+    from envbuild.profile import builtin_names, load_profile
+    from envbuild.render import render_files
+
+    failures = []
+    seen = set()
+    for name in builtin_names():
+        profile = load_profile(name)
+        for card in load_catalog().card_ids():
+            result = check(profile, targets=[card])
+            files, _ = render_files(result, f"envbuild render {name} --target {card}")
+            text = files["Dockerfile"].decode()
+            seen.add("\n".join(line for line in text.splitlines() if not line.startswith("# Regenerate:")))
+            dockerfile.parse_string(text)
+            findings = hadolint(text)
+            if findings:
+                failures.append(f"{name} x {card}: {findings}")
+    assert not failures, "\n".join(failures)
+    assert len(seen) >= len(builtin_names())  # each built-in renders its own Dockerfile
