@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from validate_support import gpu_lock
 
@@ -160,3 +162,41 @@ def test_stage_selection_adds_prerequisites() -> None:
     assert select_stages(["os"]) == ["os"]
     with pytest.raises(UsageError, match=r"unknown stage 'gpu' \(valid: accelerator, checkpoint"):
         select_stages(["gpu"])
+
+
+def test_lock_without_torch_skips_torch_stages(tmp_path: Path) -> None:
+    import sys
+
+    from envbuild.validate import run_validation
+
+    lock = gpu_lock(
+        "cpu",
+        [],
+        profile_kind="ubuntu",
+        torch_version=None,
+        torch_variant=None,
+        accelerator_version=None,
+        python_executable=sys.executable,
+        os="debian12",
+        os_release_id="debian",
+        os_release_version="12",
+    )
+    report, _ = run_validation(lock, out=tmp_path / "runs", workdir=tmp_path)
+    statuses = {s.stage: s.status for s in report.stages}
+    assert statuses["accelerator"] == "skipped"
+    assert {statuses[s] for s in ("devices", "compute", "extensions", "memory", "checkpoint")} == {"skipped"}
+    assert (
+        report.stage("compute").facts["reason"]
+        == "the lock declares no torch (profile kind ubuntu): not applicable"
+    )
+    assert report.ok
+
+
+def test_gpu_lock_without_torch_uses_the_vendor_tools() -> None:
+    from envbuild.validate.gpu import decide_accelerator_without_torch
+
+    lock = gpu_lock("cuda", ["h100"], profile_kind="blender", torch_version=None)
+    none = decide_accelerator_without_torch(lock, 0, None, None)
+    assert none.error == "cuda lock but the vendor tools see no GPU" and "--gpus all" in (none.hint or "")
+    assert decide_accelerator_without_torch(lock, 1, "570.133.20", "NVML").status == "passed"
+    assert decide_accelerator_without_torch(lock, 1, "535.104.05", "NVML").status == "failed"

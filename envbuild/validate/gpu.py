@@ -161,6 +161,25 @@ def decide_accelerator(
     return result("accelerator", **shown)
 
 
+def decide_accelerator_without_torch(
+    lock: Lock, gpu_count: int, driver: str | None, driver_source: str | None
+) -> StageResult:
+    """A lock without torch (ubuntu / blender profiles): the vendor tools are the only witnesses."""
+    facts = {"torch": None, "gpu_count": gpu_count, "driver": driver, "driver_source": driver_source}
+    if lock.backend == "cpu":
+        return skipped("accelerator", "cpu lock without torch: no accelerator to check", **facts)
+    if gpu_count == 0:
+        return result(
+            "accelerator",
+            f"{lock.backend} lock but the vendor tools see no GPU",
+            no_gpu_hint(lock.backend, {"dev_nodes": [], "env": {}}),
+            **facts,
+        )
+    if lock.min_driver and driver and version_tuple(driver) < version_tuple(lock.min_driver):
+        return result("accelerator", f"driver {driver} is older than {lock.min_driver}", None, **facts)
+    return result("accelerator", **facts)
+
+
 # -- devices ----------------------------------------------------------------------------------------
 
 

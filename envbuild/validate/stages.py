@@ -135,7 +135,17 @@ def _packages(ctx: Context) -> StageResult:
     return decide.decide_packages(ctx.lock, data)
 
 
+TORCH_STAGES = frozenset({"devices", "compute", "extensions", "memory", "checkpoint"})
+
+
 def _accelerator(ctx: Context) -> StageResult:
+    if ctx.lock.torch_version is None:
+        tools = ctx.gpu_tools()
+        count = tools.nvml_device_count or max((len(v.gpus) for v in tools.views), default=0)
+        view = next((v for v in tools.views if v.driver_version), None)
+        driver = tools.nvml_driver or (view.driver_version if view else None)
+        source = "NVML" if tools.nvml_driver else (view.tool if view else None)
+        return gpu.decide_accelerator_without_torch(ctx.lock, count, driver, source)
     data = probe(ctx, "accelerator", "accelerator", {})
     ctx.device_count = int(data.get("device_count") or 0)
     env = data.get("env") or {}
@@ -220,6 +230,9 @@ RUNNERS: dict[str, Callable[[Context], StageResult]] = {
 def _run_one(ctx: Context, name: str) -> StageResult:
     start = time.monotonic()
     try:
+        if name in TORCH_STAGES and ctx.lock.torch_version is None:
+            kind = ctx.lock.profile_kind
+            return decide.skipped(name, f"the lock declares no torch (profile kind {kind}): not applicable")
         res = RUNNERS[name](ctx)
     except ProbeFailed as exc:
         res = exc.result

@@ -99,7 +99,8 @@ if args["mode"] == "save":
     )
 else:
     start = time.perf_counter()
-    state = torch.load(ckpt_path, map_location=device, weights_only=False)
+    # Load on the CPU: RNG states must stay CPU ByteTensors; load_state_dict copies onto the device.
+    state = torch.load(ckpt_path, map_location="cpu", weights_only=False)
     read_seconds = time.perf_counter() - start
     model, opt, sched = build()
     model.load_state_dict(state["model"])
