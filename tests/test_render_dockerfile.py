@@ -160,6 +160,8 @@ def test_blender_is_verified_before_extracting() -> None:
         ({"apt": ("git\nRUN evil",)}, "invalid Debian package"),
         ({"python_version": "3.12; rm"}, "expected 3.N"),
         ({"base_image": "ubuntu\nRUN x"}, "not an image reference"),
+        ({"base_image": "ubuntu:24.04 AS x"}, "not an image reference"),
+        ({"python_provision": "conda"}, "cannot provision Python 3.12 on ubuntu24.04"),
         ({"profile": profile(env={"X": "a\nRUN evil"})}, "control character"),
         ({"profile": profile(env={"GITHUB_TOKEN": "x"})}, "looks like a secret"),
         ({**BLENDER, "blender_url": "http://download.blender.org/x/blender.tar.xz"}, "must be https"),

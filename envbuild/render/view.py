@@ -28,9 +28,10 @@ from envbuild.render.lockfile import checked_env
 from envbuild.render.quote import check_plain, docker_str, sh
 
 _PYTHON_VERSION = re.compile(r"^3\.\d{1,2}$")
-_IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._/:@+-]*$", re.I)
+_IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._/:@-]*$", re.I)
 _FILENAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+PROVISIONS = frozenset({"system", "deadsnakes", "base-image"})
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,11 @@ def dockerfile_view(plan: Plan, command: str) -> DockerfileView:
     profile = plan.profile
     if not _PYTHON_VERSION.match(plan.python_version):
         raise BundleError(f"{profile.path}: python.version: expected 3.N, got {plan.python_version!r}")
+    if plan.python_provision not in PROVISIONS:
+        raise BundleError(
+            f"{profile.path}: python.version: cannot provision Python {plan.python_version} on {plan.os} "
+            f"(provisioning {plan.python_provision!r}; envbuild knows {', '.join(sorted(PROVISIONS))})"
+        )
     if not _IMAGE_REF.match(plan.base_image):
         raise BundleError(f"{profile.path}: base.image: not an image reference: {plan.base_image!r}")
     env: list[EnvVar] = []
