@@ -10,6 +10,7 @@ from test_render_plans import cuda_plan, opt, profile, req, result
 
 from envbuild import __version__
 from envbuild.errors import BundleError
+from envbuild.models import RequirementLine
 from envbuild.render import render_bundle, render_dockerfile
 from envbuild.render.requirements import render_requirements
 
@@ -143,3 +144,39 @@ def test_hash_checking_mode_is_flagged_in_the_header() -> None:
     assert "hash-checking mode" in text.split("\n\n", 1)[0]
     plan = cuda_plan(requirements=(req("numpy==2.1.3", "p:0", name="numpy"),))
     assert "hash-checking" not in render_requirements(plan, COMMAND)
+
+
+def test_duplicate_index_and_includes_are_comments() -> None:
+    plan = cuda_plan(
+        requirements=(
+            opt("--extra-index-url https://download.pytorch.org/whl/cu128", "r.txt:1"),
+            RequirementLine(kind="include", text="-r base.txt", origin="r.txt:2"),
+            req("six==1.16.0", "base.txt:1", name="six"),
+        )
+    )
+    text = render_requirements(plan, COMMAND)
+    assert (
+        "# r.txt:1: --extra-index-url https://download.pytorch.org/whl/cu128 (already listed above)" in text
+    )
+    assert "# r.txt:2: -r base.txt (expanded: its lines follow in declared order)" in text
+    assert [ln for ln in text.splitlines() if "download.pytorch.org" in ln and not ln.startswith("#")] == [
+        "--index-url https://download.pytorch.org/whl/cu128"
+    ]
+
+
+PROJECT = Path(__file__).parent / "data" / "profiles" / "project"
+
+
+@pytest.mark.parametrize("toml", sorted(PROJECT.glob("*.toml")), ids=lambda p: p.stem)
+def test_real_world_project_profiles_stay_pip_parsable(toml: Path, tmp_path: Path) -> None:
+    """The loader's real-world fixtures (options, markers, URLs, hashes, -r/-c) through render and pip."""
+    from envbuild.plan import check
+    from envbuild.profile import load_profile
+
+    checked = check(load_profile(str(toml)))
+    bundle = render_bundle(checked, tmp_path / "b", command=COMMAND, force=True)
+    parsed = [r for r, _ in pip_parse(bundle / "requirements-rebuild.txt")]
+    declared = [line for line in checked.plan.requirements if line.kind == "requirement"]
+    assert parsed == [pin.spec for pin in checked.plan.pins] + [line.text for line in declared]
+    for requirement in parsed:
+        Requirement(requirement)

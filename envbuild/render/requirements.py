@@ -47,6 +47,7 @@ GLOBAL_OPTIONS = frozenset(
     }
 )
 INDEX_URL_OPTIONS = frozenset({"-i", "--index-url"})
+INDEX_OPTIONS = INDEX_URL_OPTIONS | {"--extra-index-url"}
 
 
 def _option_words(line: RequirementLine) -> list[str]:
@@ -94,13 +95,18 @@ def generate(plan: Plan, command: str, constraints: tuple[Constraint, ...] | Non
         yield f"--extra-index-url {check_plain(index.url, 'index url')}"
 
     kept: list[RequirementLine] = []
+    indexes = {index.url for index in plan.index_urls}
     for line in plan.requirements:
         if line.kind == "requirement":
             kept.append(line)
             continue
         words = _option_words(line) if line.kind == "option" else []
         origin = comment(line.origin, "origin")
-        if line.origin in copies and constraint_value(line) is not None:
+        if line.kind == "include":
+            yield f"# {origin}: {comment(line.text, origin)} (expanded: its lines follow in declared order)"
+        elif len(words) == 2 and words[0] in INDEX_OPTIONS and words[1] in indexes:
+            yield f"# {origin}: {comment(line.text, origin)} (already listed above)"
+        elif line.origin in copies and constraint_value(line) is not None:
             copy = copies[line.origin]
             yield f"# {origin}: -c {comment(copy.declared, origin)} (copied into the bundle)"
             yield shlex.join(["--constraint", copy.bundle_path])
