@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import platform
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -92,7 +93,10 @@ def test_report_json_fields_and_junit(run_dir: Path) -> None:
     suite = ET.parse(run_dir / "junit.xml").getroot()
     assert suite.tag == "testsuite" and suite.get("tests") == "2" and suite.get("failures") == "0"
     assert [c.get("name") for c in suite.iter("testcase")] == ["interpreter", "os"]
-    assert "| os | passed |" in (run_dir / "report.md").read_text()
+    md = (run_dir / "report.md").read_text()
+    assert "| os | passed |" in md
+    pretty = platform.freedesktop_os_release()["PRETTY_NAME"]
+    assert f"- os: {pretty}" in md and f"- interpreter: {sys.executable}" in md
 
 
 def test_failed_stage_in_junit_and_markdown(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ from types import FrameType
 from typing import Any
 
 from envbuild import __version__
-from envbuild.errors import UsageError
+from envbuild.errors import ReportError, UsageError
 from envbuild.models import LOCK_PATH_IN_IMAGE, Lock, read_lock
 from envbuild.validate.host import host_facts
 from envbuild.validate.model import FirstFailure, LockRef, Report, StageResult
@@ -131,7 +131,10 @@ def run_validation(
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
     try:
         report = _build_report(run_dir, lock_path, raw_lock, lock_obj, interpreter, ctx, outcome, started, t0)
-        write_report(run_dir, report, ctx.raw, os.environ)
+        try:
+            write_report(run_dir, report, ctx.raw, os.environ)
+        except OSError as exc:
+            raise ReportError(f"{run_dir}: cannot write the report: {exc.strerror or exc}") from None
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
     return report, run_dir

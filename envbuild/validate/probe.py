@@ -99,7 +99,7 @@ def run_probe(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            env=dict(env) if env is not None else None,
+            env={**(os.environ if env is None else env), "PYTHONFAULTHANDLER": "1"},  # native crash -> stack
             cwd=str(cwd) if cwd else None,
         )
     except OSError as exc:
@@ -135,9 +135,8 @@ def _classify(name: str, rc: int, out: bytes, err: bytes, duration: float) -> Pr
         "stdout_tail": _tail(out),
         "stderr_tail": _tail(err),
     }
-    if rc < 0:
-        reason = f"probe '{name}' killed by {_signal_name(-rc)}"
-        return ProbeResult("crashed", reason=reason + _last_line(err), **common)
+    if rc < 0:  # the faulthandler's stack (if any) is in stderr_tail
+        return ProbeResult("crashed", reason=f"probe '{name}' killed by {_signal_name(-rc)}", **common)
     data: dict[str, Any] | None = None
     for line in reversed(text.splitlines()):
         if line.startswith(RESULT_MARKER):

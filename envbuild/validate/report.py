@@ -82,8 +82,53 @@ def render_markdown(report: Report) -> str:
         if s.hint:
             detail += f" — hint: {s.hint}"
         lines.append(f"| {s.stage} | {s.status} | {s.duration_s:.2f} | {_md(detail)} |")
+    lines += ["", "## Key facts", ""]
+    lines += [
+        f"- {label}: {_md(str(value))}" for label, value in key_facts(report) if value not in (None, "", [])
+    ]
     lines.append("")
     return "\n".join(lines)
+
+
+def key_facts(report: Report) -> list[tuple[str, object]]:
+    """The facts a reviewer of a copied report needs first, in reading order."""
+    f = {s.stage: s.facts for s in report.stages}
+    out: list[tuple[str, object]] = [
+        ("interpreter", f.get("interpreter", {}).get("executable")),
+        ("python", f.get("interpreter", {}).get("version")),
+        ("os", f.get("os", {}).get("pretty_name")),
+        ("glibc", f.get("os", {}).get("libc_version")),
+        ("torch", f.get("accelerator", {}).get("torch_version")),
+        (
+            "torch CUDA / HIP",
+            f.get("accelerator", {}).get("torch_cuda") or f.get("accelerator", {}).get("torch_hip"),
+        ),
+        ("driver", f.get("accelerator", {}).get("driver")),
+    ]
+    for dev in f.get("devices", {}).get("devices", []):
+        out.append(
+            (
+                f"device {dev.get('index')}",
+                f"{dev.get('name')}, {dev.get('arch')}, {dev.get('memory_gib')} GiB",
+            )
+        )
+    for c in f.get("compute", {}).get("checks", []):
+        out.append(
+            (
+                f"matmul {c.get('device')} {c.get('dtype')}",
+                f"rel. error {c.get('rel_error')}, {c.get('gflops')} GFLOP/s",
+            )
+        )
+    ck = f.get("checkpoint", {})
+    if ck.get("size_bytes"):
+        out.append(
+            (
+                "checkpoint",
+                f"{ck['size_bytes']} bytes, write {ck.get('write_seconds')} s, "
+                f"read {ck.get('read_seconds')} s",
+            )
+        )
+    return out
 
 
 def _md(text: str) -> str:
