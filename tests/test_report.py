@@ -170,3 +170,13 @@ def test_bad_lock_is_exit_2_without_traceback(tmp_path: Path) -> None:
     )
     assert timeout.returncode == 2 and "expected STAGE=SECONDS" in timeout.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_python_option_resolution(tmp_path: Path) -> None:
+    good = tmp_path / "good.json"
+    good.write_text(cpu_lock(tmp_path).model_dump_json(), encoding="utf-8")
+    bad = _envbuild(
+        "validate", "--lock", str(good), "--python", str(tmp_path / "nope"), "--out", str(tmp_path / "r")
+    )
+    assert bad.returncode == 2 and "no executable interpreter" in bad.stderr
+    assert not (tmp_path / "r").exists()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -62,10 +63,10 @@ SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
 def resolve_python(explicit: str | None, lock: Lock) -> str:
     """``--python``, else the lock's interpreter when it exists here, else the current one."""
     if explicit:
-        path = Path(explicit)
-        if not (path.is_file() and os.access(path, os.X_OK)):
-            raise UsageError(f"--python {explicit}: no executable interpreter at that path")
-        return explicit
+        found = explicit if os.sep in explicit else shutil.which(explicit)
+        if not found or not (Path(found).is_file() and os.access(found, os.X_OK)):
+            raise UsageError(f"--python {explicit}: no executable interpreter at that path or on PATH")
+        return found
     if Path(lock.python_executable).is_file():
         return lock.python_executable
     return sys.executable
