@@ -208,3 +208,16 @@ def test_cpu_lock_skips_devices_and_accepts_a_visible_gpu() -> None:
     assert res.status == "passed" and res.facts["gpu_seen"] is True
     wrong = decide_accelerator(lock, facts, "570.124.06", "NVML")
     assert wrong.error == "torch is a CUDA 12.8 build; the lock declares the cpu variant"
+
+
+def test_smi_csv_view_with_arch_agrees_and_catches_a_mismatch() -> None:
+    from envbuild.validate.smi import parse_nvidia_smi_csv
+
+    lock = gpu_lock("cuda", ["h100"], gpus=1)
+    facts = torch_fixture("h100-torch2.7.1-cu128.json")["devices"]
+    csv_view = parse_nvidia_smi_csv(smi_text("nvidia-smi-query-gpu-h100x2.csv"))
+    one = csv_view.model_copy(update={"gpus": csv_view.gpus[:1]})
+    assert decide_devices(lock, facts, [one]).status == "passed"
+    wrong = one.model_copy(update={"gpus": (one.gpus[0].model_copy(update={"arch": "sm_80"}),)})
+    res = decide_devices(lock, facts, [wrong])
+    assert "device 0: torch arch sm_90, nvidia-smi arch sm_80" in (res.error or "")

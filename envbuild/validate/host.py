@@ -16,6 +16,7 @@ from envbuild.validate.smi import (
     SmiParseError,
     SmiView,
     parse_amd_smi_static,
+    parse_nvidia_smi_csv,
     parse_nvidia_smi_xml,
     parse_rocm_smi_json,
 )
@@ -72,7 +73,9 @@ def collect_gpu_tools() -> GpuToolFacts:
     plain, _ = _run_tool(["nvidia-smi"])
     if plain is not None:
         facts.raw["nvidia-smi.txt"] = plain
-    specs = [
+    query = "--query-gpu=index,name,uuid,driver_version,memory.total,compute_cap,pci.bus_id"
+    specs = [  # the CSV first: it carries the compute capability the XML lacks
+        (["nvidia-smi", query, "--format=csv"], "nvidia-smi-query.csv", parse_nvidia_smi_csv),
         (["nvidia-smi", "-q", "-x"], "nvidia-smi.xml", parse_nvidia_smi_xml),
         (["amd-smi", "static", "--json"], "amd-smi.json", parse_amd_smi_static),
         (

@@ -21,7 +21,15 @@ from envbuild.validate.redact import redact_env, redact_text
 
 MANIFEST = "MANIFEST.sha256"
 RAW_FILES = frozenset(
-    {"pip-freeze.txt", "os-release", "nvidia-smi.txt", "nvidia-smi.xml", "amd-smi.json", "rocm-smi.json"}
+    {
+        "pip-freeze.txt",
+        "os-release",
+        "nvidia-smi.txt",
+        "nvidia-smi.xml",
+        "nvidia-smi-query.csv",
+        "amd-smi.json",
+        "rocm-smi.json",
+    }
 )
 
 
