@@ -142,8 +142,11 @@ def gpu_op(build_root: str) -> None:
     from torch.utils.cpp_extension import load_inline
 
     compiler = "hipcc" if backend == "rocm" else "nvcc"
-    home = os.environ.get("ROCM_HOME" if backend == "rocm" else "CUDA_HOME", "")
-    found = shutil.which(compiler) or (home and shutil.which(os.path.join(home, "bin", compiler)))
+    # Where torch.utils.cpp_extension looks too: $CUDA_HOME / $ROCM_HOME, then the default install prefix.
+    home = os.environ.get("ROCM_HOME" if backend == "rocm" else "CUDA_HOME") or (
+        "/opt/rocm" if backend == "rocm" else "/usr/local/cuda"
+    )
+    found = shutil.which(compiler) or shutil.which(os.path.join(home, "bin", compiler))
     if not found:
         part(
             f"{backend}_op",
