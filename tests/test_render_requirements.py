@@ -19,11 +19,16 @@ COMMAND = "envbuild render train --target h100 --out bundle"
 
 def pip_parse(path: Path, constraint: bool = False) -> list[tuple[str, dict[str, object]]]:
     """Parse with pip's own requirements-file parser (the one `pip install -r` uses)."""
+    import warnings
+
     from pip._internal.network.session import PipSession
     from pip._internal.req.req_file import parse_requirements
 
     out = []
-    for parsed in parse_requirements(str(path), session=PipSession()):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # pip's vendored pkg_resources
+        session = PipSession()
+    for parsed in parse_requirements(str(path), session=session):
         if parsed.constraint == constraint:
             out.append((parsed.requirement, dict(parsed.options or {})))
     return out
