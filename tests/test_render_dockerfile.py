@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+from pathlib import Path
 
 import dockerfile
 import pytest
@@ -201,3 +203,29 @@ def test_final_stage_installs_no_wheel_only_packages() -> None:
     for wheel_only in ("python3.12-venv", "python3-venv", "python3-pip-whl"):
         assert wheel_only not in final_apt
     assert "python3.12 " in final_apt and "git " in final_apt
+
+
+@pytest.mark.parametrize(
+    ("files", "offline"), [([".keep"], False), ([".keep", "numpy-2.1.3-cp312.whl"], True)]
+)
+def test_wheelhouse_switch_runs_in_bash(tmp_path: Path, files: list[str], offline: bool) -> None:
+    """The builder's install RUN, executed with pip and venv replaced by echo: offline iff wheels exist."""
+    run = next(
+        c.value[0]
+        for c in dockerfile.parse_string(render_dockerfile(cuda_plan()))
+        if c.cmd == "RUN" and "requirements-rebuild.txt" in c.value[0]
+    )
+    for name in files:
+        (tmp_path / "wheelhouse").mkdir(exist_ok=True)
+        (tmp_path / "wheelhouse" / name).write_text("")
+    script = (
+        run.replace("/tmp/envbuild", str(tmp_path))
+        .replace("python3.12 -m venv /opt/venv", "true")
+        .replace("/opt/venv/bin/python -m pip", "echo pip")
+    )
+    proc = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", script], capture_output=True, text=True, check=True
+    )
+    assert proc.stdout.startswith("pip install --no-cache-dir")
+    assert ("--no-index" in proc.stdout) is offline
+    assert f"-r {tmp_path}/requirements-rebuild.txt" in proc.stdout
