@@ -7,6 +7,7 @@ image literally.  Needs the engine: marked ``docker``; fails (never skips) witho
 from __future__ import annotations
 
 import io
+import tarfile
 import uuid
 from typing import Any
 
@@ -69,5 +70,60 @@ def test_base_image_default_resolves_without_build_arg(docker_client: Any) -> No
     try:
         base = docker_client.images.get(BASE_IMAGE)
         assert image.attrs["RootFS"]["Layers"] == base.attrs["RootFS"]["Layers"]
+    finally:
+        docker_client.images.remove(tag, force=True)
+
+
+# A throwaway self-signed CA (its private key was discarded): only its presence in the trust store matters.
+TEST_CA = """\
+-----BEGIN CERTIFICATE-----
+MIIDGTCCAgGgAwIBAgIUBRdS3RdY/OSwYEuO7+QtWBguqYAwDQYJKoZIhvcNAQEL
+BQAwGzEZMBcGA1UEAwwQZW52YnVpbGQgdGVzdCBDQTAgFw0yNjExMjkxNzAxMTNa
+GA8yMTI2MTEwNTE3MDExM1owGzEZMBcGA1UEAwwQZW52YnVpbGQgdGVzdCBDQTCC
+ASIwDQYJKoZIhvcNAQEBBQADggEPADCCAQoCggEBAMDsua6BsEXyGrAixseKltqj
+PO/s5aiNx7+AKKd/k/Ee6m9Rr+esZ0eJNajKWa4fpJxdVlhwG8eczwCuACjS1+oV
+iQX15gQzdTTkku4QkW1cPWNIpklRLuke/iuxJ5ocPxocxO7hYssuNfXg/KxcCcmk
+yx94RPjqEohiHGjYJJOTyUXq+ohYsKC3tqobV7D8rtTbvGmIc8NcjP7r9cchBm7t
+nxIA/dxrxzbcCuR6qK2G3kTsdNc5+mkb7v6sGB+IjZvb+5mETRIk2QZJt1A5ib1o
+jFzKV1I1vAOCp/InjdPD6UsFsDoFagFqXuMUrbw/FhbnUvB+BLOyI5Y6v8l7KesC
+AwEAAaNTMFEwHQYDVR0OBBYEFLLtY7v8T29gmJ61ZUg/8ODHY7lHMB8GA1UdIwQY
+MBaAFLLtY7v8T29gmJ61ZUg/8ODHY7lHMA8GA1UdEwEB/wQFMAMBAf8wDQYJKoZI
+hvcNAQELBQADggEBAAjL0CRC1/XGOQylzrap2Wiln4vGOGdlZ/iLqVWsNbp672wv
+4rTK8TfqOom5wHwD5Jgnblfpc/5JEfcCO/6upHPKneA+36//WjPYXC5W4yJ6V5+K
+imgLnT6RFINAhf9AKG8sjDUbBdsjM+RCpFOFhcGmtZiWcekyVDELBwkJ328iomyf
+JZG3ZKh+VdcCwNDl6q9j84gYzzye6j0aGuxvGv3o+1QM2C8HwR5X14sA+keO+26C
+Q/DqOe9FjcVhWBjzzK2iKoJdKDFyqzLY7ayQ1m3PA3hqITR55Sh1rUEtdns9lnQ7
+UFD78XhmeTyzqWS+9FrqC5teMACZlXlksgsVRwc=
+-----END CERTIFICATE-----
+"""
+
+
+@pytest.mark.docker
+def test_extra_ca_certificates_are_trusted_in_the_image(docker_client: Any) -> None:
+    """certs/*.crt lands in the system bundle that PIP_CERT points at (the final stage's OS setup)."""
+    from conftest import BASE_IMAGE
+
+    plan = cuda_plan(
+        os="debian12", base_image=BASE_IMAGE, python_version="3.11", apt=("ca-certificates",), backend="cpu"
+    )
+    lines = render_dockerfile(plan).splitlines()
+    final = max(i for i, line in enumerate(lines) if line.startswith("FROM "))
+    end = next(i for i in range(final, len(lines)) if lines[i].startswith("COPY --from=builder"))
+    arg = next(line for line in lines if line.startswith("ARG BASE_IMAGE="))
+    dockerfile = "\n".join([arg, *lines[final:end]]) + "\n"
+    context = io.BytesIO()
+    with tarfile.open(fileobj=context, mode="w") as tar:
+        for name, data in (("Dockerfile", dockerfile.encode()), ("certs/test-ca.crt", TEST_CA.encode())):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    context.seek(0)
+    tag = f"envbuild-test/render-certs:{uuid.uuid4().hex[:12]}"
+    docker_client.images.build(fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True)
+    try:
+        marker = TEST_CA.splitlines()[1]
+        script = f'test "$PIP_CERT" = /etc/ssl/certs/ca-certificates.crt && grep -c -- "{marker}" "$PIP_CERT"'
+        out = docker_client.containers.run(tag, ["bash", "-c", script], remove=True)
+        assert out.decode().strip() == "1"
     finally:
         docker_client.images.remove(tag, force=True)
