@@ -208,7 +208,7 @@ def _copy(tmp_path: Path) -> Path:
             "blender.toml",
             "hip_min_major = 10",
             'hip_min_major = "ten"',
-            r"blender.toml: series\[2\].*hip_min_major",
+            r"blender.toml: series\[6\].*hip_min_major",
         ),
         ("cards.toml", 'id = "h200"', 'id = "h100"', r"duplicate 'h100'"),
         ("cards.toml", '[[card]]\nid = "cpu"', '[[card]]\nid = "cpu"\nbogus = 1', r"card\[13\].*bogus"),

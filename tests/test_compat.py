@@ -407,7 +407,7 @@ def test_arch_missing_names_what_works() -> None:
     result = check(profile(targets=("b200",), torch="2.6.0", version="12.6", os="ubuntu22.04", python="3.11"))
     (f,) = [f for f in result.findings if f.code == "E-ARCH-MISSING"]
     assert "sm_100" in f.message and "no kernel image is available" in f.message
-    assert "torch >= 2.7.0 with cu128" in f.message
+    assert "torch 2.7.0 (cu128) is the first release with sm_100" in f.message
 
 
 def test_variant_message_lists_choices() -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from envbuild.catalog.loader import load_files
 from envbuild.catalog.models import (
@@ -78,15 +78,32 @@ class Catalog:
         return [p.version for r in self.releases for p in r.patch]
 
     def find_torch(self, version: str) -> tuple[Release, PatchEntry] | None:
-        """An exact patch (``2.7.1``) or a series (``2.7`` -> its newest patch)."""
+        """An exact patch (``2.7.1``) or a series (``2.7`` -> its newest patch).
+
+        Versions compare as PEP 440 versions, so ``2.7.1.0``, ``v2.7.1`` and ``2.07.1`` find 2.7.1;
+        pre-, post- and dev-releases find nothing (the catalog lists published releases only).
+        """
+        try:
+            wanted = Version(version)
+        except InvalidVersion:
+            return None
+        if wanted.is_prerelease or wanted.is_postrelease or wanted.local:
+            return None
         for rel in self.releases:
+            if len(wanted.release) == 2 and Version(rel.series) == wanted:
+                return rel, max(rel.patch, key=lambda p: Version(p.version))
             for patch in rel.patch:
-                if patch.version == version:
+                if len(wanted.release) > 2 and Version(patch.version) == wanted:
                     return rel, patch
-            if rel.series == version:
-                newest = max(rel.patch, key=lambda p: Version(p.version))
-                return rel, newest
         return None
+
+    def find_series(self, version: str) -> Release | None:
+        """The release series a version belongs to (``2.7.5`` -> 2.7), or None."""
+        try:
+            parts = Version(version).release
+        except InvalidVersion:
+            return None
+        return next((r for r in self.releases if Version(r.series).release == parts[:2]), None)
 
     def index_url(self, variant: str) -> str:
         return self.torch.index_url.format(variant=variant)

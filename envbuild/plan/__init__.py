@@ -7,7 +7,7 @@ malformed ``--driver`` values are usage errors (:class:`envbuild.errors.UsageErr
 Decisions (documented here, tested in tests/test_plan_*.py):
 
 * ``targets`` (from the CLI) replace ``profile.accelerator.targets``; a cpu profile without targets
-  plans for the ``cpu`` pseudo-card.
+  plans for the ``cpu`` pseudo-card.  ``--target H100`` means ``h100`` (card ids are lowercase).
 * backend cuda/rocm on a card of the other vendor, or on ``cpu``, is an error; backend ``cpu`` on a
   GPU card is a warning (the card would sit idle, nothing breaks).
 * without ``accelerator.version`` the CUDA variant is the PyPI default of the release, unless that
@@ -34,7 +34,8 @@ __all__ = ["check"]
 
 
 def _targets(profile: Profile, targets: Sequence[str] | None) -> list[str]:
-    ids = list(targets) if targets else list(profile.accelerator.targets)
+    """Card ids, de-duplicated in order; ``--target`` values are matched case-insensitively."""
+    ids = [t.strip().lower() for t in targets] if targets else list(profile.accelerator.targets)
     return list(dict.fromkeys(ids))
 
 

@@ -19,6 +19,17 @@ def _sm(text: str) -> tuple[int, int]:
     return int(digits[:-1]), int(digits[-1])
 
 
+def optix_driver(ctx: Context) -> str | None:
+    """Blender's OptiX minimum driver when OPTIX is requested on an NVIDIA target, else None."""
+    version = ctx.profile.blender.version
+    if not version or "OPTIX" not in ctx.profile.blender.devices:
+        return None
+    series = ctx.catalog.blender_series(version)
+    if series is None or not any(c.vendor == "nvidia" for c in ctx.cards):
+        return None
+    return series.optix_min_driver
+
+
 def check_blender(ctx: Context, out: Findings) -> tuple[str | None, str | None, str | None]:
     """Returns (version, url, sha256_url)."""
     version = ctx.profile.blender.version
@@ -34,7 +45,18 @@ def check_blender(ctx: Context, out: Findings) -> tuple[str | None, str | None, 
         return version, None, None
     if series.tier == "unconfirmed":
         out.warning("W-BLENDER-UNCONFIRMED", f"Blender {series.series}: {series.source}")
-    url, sha = ctx.catalog.blender_urls(version)
+    url: str | None
+    sha: str | None
+    if len(version.split(".")) < 3:
+        url = sha = None
+        out.error(
+            "E-BLENDER-VERSION",
+            f"blender.version {version!r} names a series, not a release: the download "
+            f"(blender-X.Y.Z-linux-x64.tar.xz) needs the full version, e.g. '{version}.0'; see "
+            f"https://download.blender.org/release/Blender{series.series}/ for its releases",
+        )
+    else:
+        url, sha = ctx.catalog.blender_urls(version)
     for device in ctx.profile.blender.devices:
         for card in ctx.cards:
             _device(ctx, out, series, device, card)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from envbuild.errors import choices
 from envbuild.plan.context import Context
 from envbuild.plan.findings import Findings
-from envbuild.plan.versions import version_tuple
+from envbuild.plan.versions import version_choices, version_tuple
 
 
 def python_provision(ctx: Context, out: Findings) -> str:
@@ -13,12 +13,13 @@ def python_provision(ctx: Context, out: Findings) -> str:
     if ctx.release is not None:
         rel = ctx.release
         if py not in rel.python:
+            valid = version_choices(v for v in rel.python if v in os_.pythons) or version_choices(rel.python)
             out.error(
                 "E-PYTHON-NO-WHEEL",
                 f"torch {ctx.patch.version if ctx.patch else rel.series} has no wheel for Python {py}; its "
                 "wheels "
                 f"cover Python {rel.python[0]}-{rel.python[-1]}: set python.version to one of "
-                f"{choices(v for v in rel.python if v in os_.pythons) or choices(rel.python)}",
+                f"{valid}",
             )
         elif py in rel.python_experimental:
             out.warning(
@@ -35,7 +36,7 @@ def python_provision(ctx: Context, out: Findings) -> str:
         "E-PYTHON-OS",
         f"Python {py} cannot be provisioned on {os_.name}: it offers {os_.system_python} (system)"
         + (f" and {', '.join(os_.deadsnakes)} (deadsnakes PPA)" if os_.deadsnakes else "")
-        + f"; set python.version to one of {choices(os_.pythons)}{alt}",
+        + f"; set python.version to one of {version_choices(os_.pythons)}{alt}",
     )
     return "system"
 

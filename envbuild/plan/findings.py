@@ -15,6 +15,7 @@ CODES: dict[str, str] = {
     "E-BLENDER-HIP-UNSUPPORTED": "Blender ships no HIP kernels for the card (AMD Instinct)",
     "E-BLENDER-OPTIX-DRIVER": "the driver is older than Blender's OptiX minimum",
     "E-BLENDER-UNKNOWN": "the Blender series is not in the catalog",
+    "E-BLENDER-VERSION": "blender.version lacks the patch number the download URL needs",
     "E-COMPANION-INVALID": "a torch.packages entry is not a requirement",
     "E-COMPANION-MISMATCH": "a companion pin does not match the torch release or backend",
     "E-COMPANION-UNAVAILABLE": "no companion release exists for this torch (torchaudio >= 2.12)",
@@ -34,6 +35,7 @@ CODES: dict[str, str] = {
     "E-TORCH-UNKNOWN": "the torch release is not in the catalog",
     "E-VARIANT-UNAVAILABLE": "no wheel variant for the requested CUDA/ROCm version",
     "E-VENDOR-MISMATCH": "the backend does not match the card's vendor",
+    "E-WHEEL-NAME": "a direct wheel URL's project differs from the requirement's name",
     "E-WHEEL-TAGS": "a direct wheel URL cannot install on the image's Python/platform",
     # warnings: works, with a cost or a risk worth knowing before ordering
     "W-ARCH-PTX-JIT": "a target runs the wheel only by JIT-compiling its +PTX",
@@ -55,6 +57,7 @@ CODES: dict[str, str] = {
     "W-USER-INDEX-URL": "a user --index-url would replace the torch variant index",
     "W-VERSION-IGNORED": "accelerator.version is ignored for the cpu backend",
     # infos: what envbuild decided or what to order
+    "I-ACCEL-PATCH": "accelerator.version names a patch; the wheel variant's own toolkit/ROCm image is used",
     "I-ARCH-COMPAT": "the card runs older same-major cubins",
     "I-BASE-EXPLICIT": "base.image is used as given",
     "I-DRIVER-IGNORED": "--driver does not apply to the backend",

@@ -7,6 +7,7 @@ import math
 from packaging.version import Version
 
 from envbuild.catalog import CardEntry
+from envbuild.plan.blender import optix_driver
 from envbuild.plan.context import Context
 from envbuild.plan.findings import Findings
 from envbuild.plan.resolve import cuda_wheels_for
@@ -49,26 +50,78 @@ def check_vendor(ctx: Context, out: Findings) -> None:
                 f"backend {backend} needs an {want.upper() if want == 'amd' else 'NVIDIA'} card, but "
                 f"{card.name} ({card.id}) is "
                 f"{'a CPU-only machine' if card.vendor == 'cpu' else card.vendor}; "
-                f'use accelerator.backend = "{fix}" or a {want} target',
+                f'use accelerator.backend = "{fix}" or an {"AMD" if want == "amd" else "NVIDIA"} target',
             )
 
 
+def _cuda_version(variant: str) -> str:
+    digits = variant.removeprefix("cu")
+    return f"{digits[:-1]}.{digits[-1]}"
+
+
+def _default_first(variants: list[str], default: str) -> list[str]:
+    return sorted(variants, key=lambda v: (v != default, v))
+
+
 def _suggest_cuda(ctx: Context, card: CardEntry) -> str:
+    """What carries kernels for ``card``: another variant of this release, else a newer release."""
     assert card.cc is not None
-    for rel in ctx.catalog.releases:
-        for patch in rel.patch:
-            for wheel in cuda_wheels_for(rel, patch.version):
-                if cubin_covers(wheel.cubins, card.cc):
-                    return f"torch >= {patch.version} with {wheel.variant} carries kernels for {card.arch}"
-    return f"no torch release in the catalog carries {card.arch} kernels"
+    cc = card.cc
+    if ctx.release is not None and ctx.patch is not None:
+        here = [
+            w.variant for w in cuda_wheels_for(ctx.release, ctx.patch.version) if cubin_covers(w.cubins, cc)
+        ]
+        if here:
+            versions = " or ".join(f'"{_cuda_version(v)}"' for v in here)
+            return (
+                f"Set accelerator.version = {versions}: torch {ctx.patch.version} "
+                f"{'/'.join(here)} carries {card.arch}"
+            )
+    found = [
+        (
+            patch.version,
+            _default_first(
+                [w.variant for w in cuda_wheels_for(rel, patch.version) if cubin_covers(w.cubins, cc)],
+                rel.pypi_default_cuda,
+            ),
+            rel.status == "ga",
+        )
+        for rel in ctx.catalog.releases
+        for patch in rel.patch
+    ]
+    found = [f for f in found if f[1]]
+    if not found:
+        return f"No torch release in the catalog carries {card.arch} kernels"
+    first = found[0]
+    newest = ([f for f in found if f[2]] or found)[-1]
+    return (
+        f"torch {first[0]} ({'/'.join(first[1])}) is the first release with {card.arch} kernels; e.g. "
+        f'torch.version = "{newest[0]}" with accelerator.version = "{_cuda_version(newest[1][0])}"'
+    )
 
 
 def _suggest_rocm(ctx: Context, card: CardEntry) -> str:
-    for rel in ctx.catalog.releases:
-        for wheel in rel.rocm:
-            if card.arch in wheel.targets:
-                return f"torch >= {rel.patch[0].version} with {wheel.variant} carries {card.arch}"
-    return f"no torch release in the catalog carries {card.arch}"
+    if ctx.release is not None and ctx.patch is not None:
+        here = [w.variant for w in ctx.release.rocm if card.arch in w.targets]
+        if here:
+            versions = " or ".join(f'"{v.removeprefix("rocm")}"' for v in here)
+            return (
+                f"Set accelerator.version = {versions}: torch {ctx.patch.version} "
+                f"{'/'.join(here)} carries {card.arch}"
+            )
+    found = [
+        (patch.version, [w.variant for w in rel.rocm if card.arch in w.targets])
+        for rel in ctx.catalog.releases
+        for patch in rel.patch
+    ]
+    found = [(v, ws) for v, ws in found if ws]
+    if not found:
+        return f"No torch release in the catalog carries {card.arch}"
+    first = found[0]
+    return (
+        f"torch {first[0]} ({'/'.join(first[1])}) is the first release with {card.arch} kernels; "
+        "use it or newer"
+    )
 
 
 def check_arch(ctx: Context, out: Findings) -> None:
@@ -143,9 +196,11 @@ def check_toolkit_minimums(ctx: Context, out: Findings) -> None:
 
 
 def min_driver(ctx: Context) -> str | None:
+    """The driver to order: the toolkit's, the cards' (Blackwell R570+), Blender OptiX's."""
     if ctx.backend != "cuda" or ctx.toolkit is None:
         return None
-    return max_driver(ctx.toolkit.driver, *(c.min_driver for c in ctx.gpu_cards if c.vendor == "nvidia"))
+    cards = (c.min_driver for c in ctx.gpu_cards if c.vendor == "nvidia")
+    return max_driver(ctx.toolkit.driver, *cards, optix_driver(ctx))
 
 
 def check_driver(ctx: Context, out: Findings) -> None:
@@ -161,9 +216,15 @@ def check_driver(ctx: Context, out: Findings) -> None:
     floor = family.driver if family else tk.driver
     need = min_driver(ctx) or tk.driver
     if ctx.driver is None:
+        why = [f"CUDA {tk.image_version}"]
+        if need != tk.driver:  # a card (Blackwell R570+) or Blender OptiX asks for more than the toolkit
+            why += [f"{c.id} needs {c.min_driver}" for c in ctx.gpu_cards if c.min_driver == need]
+            optix = optix_driver(ctx)
+            if optix == need:
+                why.append(f"Blender OptiX needs {optix}")
         out.info(
             "I-DRIVER-UNKNOWN",
-            f"no --driver given: order a machine with NVIDIA driver >= {need} (CUDA {tk.image_version}); "
+            f"no --driver given: order a machine with NVIDIA driver >= {need} ({'; '.join(why)}); "
             f"{floor} is the CUDA {tk.major}.x floor under minor-version compatibility (limited features)",
         )
         return
@@ -223,9 +284,15 @@ def check_memory_and_lots(ctx: Context, out: Findings) -> None:
             if need > card.memory_gib:
                 cards = max(res.gpus, card.cards_per_lot)
                 total = card.memory_gib * cards
+                bigger = sorted(
+                    (c for c in ctx.catalog.cards if c.vendor == card.vendor and c.memory_gib >= need),
+                    key=lambda c: (c.memory_gib, c.id),
+                )
+                fits = ", ".join(f"{c.id} ({c.memory_gib:g} GiB)" for c in bigger)
                 msg = (
                     f"the job needs {need:g} GiB per card; {card.name} has {card.memory_gib:g} GiB. Choose a "
-                    "card with more memory, or shard the model and set the per-card peak."
+                    f"card with more memory{f' ({fits})' if fits else ''}, or shard the model and set the "
+                    "per-card peak."
                 )
                 if total >= need:
                     msg += (

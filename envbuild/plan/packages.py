@@ -10,7 +10,13 @@ from envbuild.errors import choices
 from envbuild.models import IndexUrl, Pin, RequirementLine
 from envbuild.plan.context import Context
 from envbuild.plan.findings import Findings
-from envbuild.plan.versions import is_sdist_or_vcs, wheel_problem
+from envbuild.plan.versions import (
+    applies_on_image,
+    is_sdist_or_vcs,
+    wheel_problem,
+    wheel_project,
+    wheel_version,
+)
 
 PYPI = "https://pypi.org/simple"
 COMPANIONS = ("torchvision", "torchaudio", "triton", "pytorch-triton-rocm")
@@ -77,6 +83,24 @@ def resolve_pins(ctx: Context, out: Findings) -> None:
         )
 
 
+def _not_paired(ctx: Context, name: str) -> str:
+    """Why ``name`` has no pin for this torch release and backend, and what to do instead."""
+    assert ctx.patch is not None
+    if name == "torchaudio":
+        return (
+            f"torchaudio has no release for torch {ctx.patch.version} (upstream stopped at 2.11.0 and "
+            "its wheels require torch 2.11); drop it or use torch <= 2.11"
+        )
+    if name == "triton" and ctx.backend == "rocm":
+        return (
+            f"{ctx.torch_label} requires pytorch-triton-rocm (pulled in by the ROCm index); PyPI triton "
+            "next to ROCm torch is wrong: drop it"
+        )
+    if name == "pytorch-triton-rocm":
+        return f"pytorch-triton-rocm goes with ROCm torch wheels only; {ctx.torch_label} uses triton: drop it"
+    return f"it does not go with {ctx.torch_label}"
+
+
 def _companion(
     ctx: Context,
     out: Findings,
@@ -87,6 +111,15 @@ def _companion(
     wanted: dict[str, str],
 ) -> None:
     assert ctx.patch is not None
+    if name == "torch":
+        version, local = pairs["torch"]
+        if req.url or not _matches(req, version, local):
+            out.error(
+                "E-COMPANION-MISMATCH",
+                f"{where}: {str(req)!r} contradicts torch.version ({ctx.torch_label}); drop it, torch "
+                "is pinned from torch.version",
+            )
+        return
     if name not in COMPANIONS:
         out.error(
             "E-COMPANION-UNKNOWN",
@@ -95,18 +128,10 @@ def _companion(
         )
         return
     if name == "torchaudio" and "torchaudio" not in pairs:
-        out.error(
-            "E-COMPANION-UNAVAILABLE",
-            f"{where}: torchaudio has no release for torch {ctx.patch.version} (upstream stopped at 2.11.0); "
-            "drop it or use torch <= 2.11",
-        )
+        out.error("E-COMPANION-UNAVAILABLE", f"{where}: {_not_paired(ctx, name)}")
         return
     if name not in pairs:
-        other = "pytorch-triton-rocm" if name == "triton" else "triton"
-        out.error(
-            "E-COMPANION-MISMATCH",
-            f"{where}: {req.name} does not go with {ctx.torch_label}; its wheel requires {other}",
-        )
+        out.error("E-COMPANION-MISMATCH", f"{where}: {_not_paired(ctx, name)}")
         return
     version, local = pairs[name]
     if req.url or not _matches(req, version, local):
@@ -131,6 +156,8 @@ def _user_line(
         req = Requirement(line.text)
     except InvalidRequirement:
         return True
+    if not applies_on_image(req, ctx.python):
+        return True
     name = canonicalize_name(req.name)
     if ctx.patch is None:
         if name == "torch":
@@ -142,14 +169,32 @@ def _user_line(
             )
         return True
     if name not in pairs:
-        out.error("E-REQ-CONFLICT", f"{line.origin}: {line.text!r} does not go with {ctx.torch_label}")
+        out.error("E-REQ-CONFLICT", f"{line.origin}: {line.text!r}: {_not_paired(ctx, name)}")
         return True
     version, local = pairs[name]
-    if req.url or not _matches(req, version, local):
+    pin = f"{name}=={version}{'+' + local if local else ''}"
+    if req.url:
+        found = wheel_version(req.url.split("#")[0]) if ".whl" in req.url.lower() else None
+        if found is not None and found == Version(pin.split("==")[1]):
+            wanted.setdefault(name, f"companion of {ctx.torch_label} ({line.origin})")
+            out.info(
+                "I-REQ-SUPERSEDED",
+                f"{line.origin}: the direct wheel URL for {name} {found} is replaced by the exact pin {pin} "
+                "from the PyTorch index (same build)",
+            )
+            return False
+        what = f"is {name} {found}" if found is not None else "is not a wheel envbuild can read"
         out.error(
             "E-REQ-CONFLICT",
-            f"{line.origin}: {line.text!r} conflicts with the pin {name}=={version}"
-            f"{'+' + local if local else ''} for {ctx.torch_label}; remove it or change torch.version",
+            f"{line.origin}: {line.text!r} {what}, but {ctx.torch_label} needs {pin}; remove the line "
+            "(envbuild pins it) or change torch.version / accelerator.version",
+        )
+        return True
+    if not _matches(req, version, local):
+        out.error(
+            "E-REQ-CONFLICT",
+            f"{line.origin}: {line.text!r} conflicts with the pin {pin} for {ctx.torch_label}; remove it "
+            "(envbuild pins it) or change torch.version",
         )
         return True
     wanted.setdefault(name, f"companion of {ctx.torch_label} ({line.origin})")
@@ -175,7 +220,7 @@ def check_requirement_urls(ctx: Context, out: Findings) -> tuple[bool, bool]:
             req = Requirement(line.text)
         except InvalidRequirement:
             continue
-        if not req.url:
+        if not req.url or not applies_on_image(req, ctx.python):
             continue
         vcs = vcs or req.url.startswith("git+")
         if is_sdist_or_vcs(req.url):
@@ -185,6 +230,14 @@ def check_requirement_urls(ctx: Context, out: Findings) -> tuple[bool, bool]:
             problem = wheel_problem(req.url.split("#")[0], ctx.python, ctx.os.glibc)
             if problem:
                 out.error("E-WHEEL-TAGS", f"{line.origin}: {problem}")
+            project = wheel_project(req.url.split("#")[0])
+            if project is not None and project != canonicalize_name(req.name):
+                out.error(
+                    "E-WHEEL-NAME",
+                    f"{line.origin}: the requirement names {req.name!r} but the wheel file is project "
+                    f"{project!r}; pip refuses a direct URL whose metadata name differs. Write "
+                    f"'{project} @ <url>'",
+                )
     return builds, vcs
 
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
-from envbuild.catalog import CudaWheel, Release, RocmWheel
-from envbuild.errors import choices
+from envbuild.catalog import CudaWheel, Release
 from envbuild.plan.context import Context
 from envbuild.plan.findings import Findings
-from envbuild.plan.versions import cubin_covers, version_tuple
+from envbuild.plan.versions import cubin_covers, version_choices, version_tuple
 
 
 def _cuda_name(variant: str) -> str:
@@ -29,6 +28,35 @@ def newest_ga(ctx: Context) -> str:
     return max(ga, key=lambda r: Version(r.series)).patch[-1].version
 
 
+def _unknown_torch(ctx: Context, spec: str, version: str) -> str:
+    """Why ``torch.version`` names nothing in the catalog, and what to write instead."""
+    head = f"torch.version {spec!r}"
+    try:
+        parsed: Version | None = Version(version)
+    except InvalidVersion:
+        parsed = None
+    series = ctx.catalog.find_series(version)
+    if parsed is not None and (parsed.is_prerelease or parsed.is_devrelease):
+        final = parsed.base_version
+        known = ctx.catalog.find_torch(final)
+        alt = f"use the published release {known[1].version}" if known else f"use {newest_ga(ctx)}"
+        return (
+            f"{head} is a pre-release/nightly build: those live on download.pytorch.org/whl/test or "
+            f"/whl/nightly and are not planned by envbuild; {alt}"
+        )
+    if series is not None:
+        patches = ", ".join(p.version for p in series.patch)
+        return (
+            f"{head} is not a published {series.series} release; torch {series.series} has "
+            f"{patches}: write one of them, or {series.series!r} for the newest patch"
+        )
+    listing = ", ".join(r.series for r in ctx.catalog.releases)
+    return (
+        f"{head} is not a release envbuild knows (series {listing}); "
+        f"choose a published release such as {newest_ga(ctx)}"
+    )
+
+
 def resolve_torch(ctx: Context, out: Findings) -> None:
     spec = ctx.profile.torch.version
     if spec is None:
@@ -36,15 +64,10 @@ def resolve_torch(ctx: Context, out: Findings) -> None:
     version, _, local = spec.partition("+")
     found = ctx.catalog.find_torch(version)
     if found is None:
-        known = ", ".join(r.series for r in ctx.catalog.releases)
-        out.error(
-            "E-TORCH-UNKNOWN",
-            f"torch.version {spec!r} is not a release envbuild knows (series {known}); "
-            f"choose a published release such as {newest_ga(ctx)}",
-        )
+        out.error("E-TORCH-UNKNOWN", _unknown_torch(ctx, spec, version))
         return
     ctx.release, ctx.patch = found
-    if ctx.patch.version != version:
+    if len(Version(version).release) == 2:
         out.info(
             "I-TORCH-PATCH", f"torch.version {version} resolved to {ctx.patch.version}, the newest patch."
         )
@@ -86,15 +109,17 @@ def _resolve_cuda_variant(ctx: Context, out: Findings) -> None:
         ctx.variant = variant
         ctx.toolkit = ctx.catalog.cuda_toolkit(variant)
         if wheel is None:
-            other = next((w for w in rel.cuda if w.variant == variant), None)
-            why = f" (only in {', '.join(other.only_patches)})" if other else ""
-            out.error(
-                "E-VARIANT-UNAVAILABLE",
-                f"torch {patch} publishes no {variant} wheels{why}; its Linux CUDA wheels are {listing}. "
-                f"Set accelerator.version to one of {choices(_cuda_name(w.variant)[5:] for w in available)}.",
-            )
+            out.error("E-VARIANT-UNAVAILABLE", _no_cuda_wheel(ctx, wanted, variant, available))
             return
         ctx.cuda_wheel = wheel
+        tk = ctx.toolkit
+        if tk is not None and len(parts) > 2 and wanted != tk.image_version:
+            out.info(
+                "I-ACCEL-PATCH",
+                f"accelerator.version {wanted}: torch {variant} wheels are built with CUDA "
+                f"{tk.image_version} and bundle their CUDA runtime; the base image is nvidia/cuda "
+                f"{tk.image_version}",
+            )
         return
     default = next(w for w in available if w.variant == rel.pypi_default_cuda)
     chosen = default
@@ -115,9 +140,58 @@ def _resolve_cuda_variant(ctx: Context, out: Findings) -> None:
     )
 
 
-def _rocm_matches(wheel: RocmWheel, wanted: str) -> bool:
-    ver = wheel.variant.removeprefix("rocm")
-    return ver == wanted or ver.startswith(wanted + ".")
+def _releases_with(ctx: Context, variant: str) -> str:
+    """The torch patches that publish ``variant`` (CUDA or ROCm), as runs: ``2.8.0 to 2.11.0, 2.12.1``."""
+    runs: list[list[str]] = []
+    previous = False
+    for rel in ctx.catalog.releases:
+        for patch in rel.patch:
+            cuda = any(w.variant == variant for w in cuda_wheels_for(rel, patch.version))
+            has = cuda or any(w.variant == variant for w in rel.rocm)
+            if has and previous:
+                runs[-1].append(patch.version)
+            elif has:
+                runs.append([patch.version])
+            previous = has
+    return ", ".join(r[0] if len(r) == 1 else f"{r[0]} to {r[-1]}" for r in runs)
+
+
+def _no_cuda_wheel(ctx: Context, wanted: str, variant: str, available: list[CudaWheel]) -> str:
+    assert ctx.patch is not None and ctx.release is not None
+    patch = ctx.patch.version
+    valid = version_choices(_cuda_name(w.variant)[5:] for w in available)
+    listing = ", ".join(f"{w.variant} ({_cuda_name(w.variant)})" for w in available)
+    if ctx.catalog.cuda_toolkit(variant) is None:
+        hint = (
+            ' (it looks like a ROCm version: set accelerator.backend = "rocm")'
+            if int(wanted.split(".")[0]) < 11
+            else ""
+        )
+        known = version_choices(t.version for t in ctx.catalog.toolkits.cuda)
+        return (
+            f"accelerator.version {wanted!r} is not a CUDA version PyTorch publishes wheels for "
+            f"(CUDA {known}){hint}; torch {patch} publishes {listing}. Set accelerator.version to one "
+            f"of {valid}."
+        )
+    other = next((w for w in ctx.release.cuda if w.variant == variant), None)
+    why = f" (only in {', '.join(other.only_patches)})" if other else ""
+    elsewhere = _releases_with(ctx, variant)
+    where = f"; {variant} wheels exist for torch {elsewhere}" if elsewhere else ""
+    return (
+        f"torch {patch} publishes no {variant} wheels{why}; its Linux CUDA wheels are {listing}{where}. "
+        f"Set accelerator.version to one of {valid}, or change torch.version."
+    )
+
+
+def _rocm_matches(variant: str, wanted: str) -> bool:
+    """``6.3`` / ``6.3.0`` / ``6.3.4`` match rocm6.3; ``6.2`` / ``6.2.4`` match rocm6.2.4."""
+    have = version_tuple(variant.removeprefix("rocm"))
+    want = version_tuple(wanted)
+    if len(want) == 3 and len(have) == 2:
+        return want[:2] == have
+    if len(want) == 2:
+        return have[:2] == want
+    return have == want
 
 
 def _resolve_rocm_variant(ctx: Context, out: Findings) -> None:
@@ -129,18 +203,35 @@ def _resolve_rocm_variant(ctx: Context, out: Findings) -> None:
         out.error("E-VARIANT-UNAVAILABLE", f"torch {ctx.patch.version} publishes no ROCm wheels")
         return
     if wanted:
-        wheel = next((w for w in available if _rocm_matches(w, wanted)), None)
+        wheel = next((w for w in available if _rocm_matches(w.variant, wanted)), None)
         if wheel is None:
             ctx.variant = f"rocm{wanted}"
             ctx.rocm = next((r for r in ctx.catalog.toolkits.rocm if r.version == wanted), None)
+            hint = (
+                ' (it looks like a CUDA version: set accelerator.backend = "cuda")'
+                if int(wanted.split(".")[0]) >= 11
+                else ""
+            )
+            elsewhere = [
+                f"{w.variant} wheels exist for torch {found}"
+                for w in ctx.catalog.toolkits.rocm
+                if _rocm_matches(w.variant, wanted) and (found := _releases_with(ctx, w.variant))
+            ]
+            where = f"; {', '.join(elsewhere)}" if elsewhere else ""
             out.error(
                 "E-VARIANT-UNAVAILABLE",
-                f"torch {ctx.patch.version} publishes no ROCm {wanted} wheels; its ROCm wheels are "
-                f"{listing}. "
-                f"Set accelerator.version to one of "
-                f"{choices(w.variant.removeprefix('rocm') for w in available)}.",
+                f"torch {ctx.patch.version} publishes no ROCm {wanted} wheels{hint}; its ROCm wheels are "
+                f"{listing}{where}. Set accelerator.version to one of "
+                f"{version_choices(w.variant.removeprefix('rocm') for w in available)}, or change "
+                "torch.version.",
             )
             return
+        if wheel.variant.removeprefix("rocm") != wanted:
+            out.info(
+                "I-ACCEL-PATCH",
+                f"accelerator.version {wanted}: using torch's {wheel.variant} wheels and the ROCm "
+                f"{wheel.variant.removeprefix('rocm')} base image",
+            )
     else:
         wheel = max(available, key=lambda w: version_tuple(w.variant.removeprefix("rocm")))
         out.info(
@@ -166,7 +257,7 @@ def resolve_toolkit_without_torch(ctx: Context, out: Findings) -> None:
                 out.error(
                     "E-VARIANT-UNAVAILABLE",
                     f"accelerator.version {wanted!r}: no CUDA toolkit image in the catalog; "
-                    f"choose one of {choices(t.version for t in tks)}",
+                    f"choose one of {version_choices(t.version for t in tks)}",
                 )
                 return
         else:
@@ -182,12 +273,12 @@ def resolve_toolkit_without_torch(ctx: Context, out: Findings) -> None:
     elif ctx.backend == "rocm":
         rocms = list(ctx.catalog.toolkits.rocm)
         if wanted:
-            rv = next((r for r in rocms if r.version == wanted), None)
+            rv = next((r for r in rocms if _rocm_matches(r.variant, wanted)), None)
             if rv is None:
                 out.error(
                     "E-VARIANT-UNAVAILABLE",
                     f"accelerator.version {wanted!r}: no ROCm image in the catalog; "
-                    f"choose one of {choices(r.version for r in rocms)}",
+                    f"choose one of {version_choices(r.version for r in rocms)}",
                 )
                 return
         else:

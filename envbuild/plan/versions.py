@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from urllib.parse import unquote, urlparse
 
+from packaging.markers import UndefinedComparison, UndefinedEnvironmentName
+from packaging.requirements import Requirement
 from packaging.tags import Tag, compatible_tags, cpython_tags
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import Version
 
 from envbuild.errors import UsageError
 
@@ -39,6 +43,11 @@ def max_driver(*drivers: str | None) -> str | None:
 
 def version_tuple(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split("."))
+
+
+def version_choices(values: Iterable[str]) -> str:
+    """Dotted versions for a message, in version order (3.9 before 3.10), without duplicates."""
+    return ", ".join(sorted(set(values), key=version_tuple))
 
 
 # ---- CUDA / ROCm arch coverage -------------------------------------------------------------------
@@ -99,13 +108,59 @@ def wheel_problem(url: str, python: str, glibc: str, machine: str = "x86_64") ->
         return f"{name!r} is not a valid wheel file name ({exc})"
     if tags & image_tags(python, glibc, machine):
         return None
-    interpreters = sorted({t.interpreter for t in tags})
-    platforms = sorted({t.platform for t in tags})
+    shown = sorted(f"{t.interpreter}-{t.abi}-{t.platform}" for t in tags)
+    tag_text = ", ".join(shown[:4]) + (f" and {len(shown) - 4} more" if len(shown) > 4 else "")
+    cp = "cp" + python.replace(".", "")
+    newest = f"manylinux_2_{glibc.split('.')[1]}_{machine}"
     return (
-        f"{name} is built for {'/'.join(interpreters)} on {'/'.join(platforms)}; the image has CPython "
-        f"{python} "
-        f"on {machine} with glibc {glibc} (manylinux_2_{glibc.split('.')[1]}_{machine} and older)"
+        f"{name} is tagged {tag_text}; the image has CPython {python} on {machine} Linux with glibc "
+        f"{glibc}, so pip would refuse it. Use a wheel tagged {cp}-{cp} (or an abi3 wheel for {cp} or "
+        f"older, or py3-none-any) for "
+        f"{newest} or older (manylinux2014, linux_{machine}), or change python.version / base.os"
     )
+
+
+def wheel_project(url: str) -> str | None:
+    """The canonical project name in a wheel URL's file name, or None when it does not parse."""
+    try:
+        return canonicalize_name(parse_wheel_filename(wheel_filename(url))[0])
+    except InvalidWheelFilename:
+        return None
+
+
+def wheel_version(url: str) -> Version | None:
+    try:
+        return parse_wheel_filename(wheel_filename(url))[1]
+    except InvalidWheelFilename:
+        return None
+
+
+def marker_env(python: str, machine: str = "x86_64") -> dict[str, str]:
+    """PEP 508 marker variables of the image's interpreter (CPython ``python`` on Linux)."""
+    return {
+        "implementation_name": "cpython",
+        "implementation_version": f"{python}.0",
+        "os_name": "posix",
+        "platform_machine": machine,
+        "platform_python_implementation": "CPython",
+        "platform_release": "",
+        "platform_system": "Linux",
+        "platform_version": "",
+        "python_full_version": f"{python}.0",
+        "python_version": python,
+        "sys_platform": "linux",
+        "extra": "",
+    }
+
+
+def applies_on_image(req: Requirement, python: str) -> bool:
+    """False when the requirement's environment marker excludes the image (pip would skip it)."""
+    if req.marker is None:
+        return True
+    try:
+        return bool(req.marker.evaluate(marker_env(python)))
+    except (UndefinedComparison, UndefinedEnvironmentName):  # undecidable: assume it applies
+        return True
 
 
 def is_sdist_or_vcs(url: str) -> bool:
