@@ -194,7 +194,7 @@ def _user_line(
         out.error(
             "E-REQ-CONFLICT",
             f"{line.origin}: {line.text!r} conflicts with the pin {pin} for {ctx.torch_label}; remove it "
-            "(envbuild pins it) or change torch.version",
+            "(envbuild pins it) or change torch.version / accelerator.version to match",
         )
         return True
     wanted.setdefault(name, f"companion of {ctx.torch_label} ({line.origin})")
@@ -241,9 +241,17 @@ def check_requirement_urls(ctx: Context, out: Findings) -> tuple[bool, bool]:
     return builds, vcs
 
 
+def _applies(ctx: Context, line: RequirementLine) -> bool:
+    """False for a requirement whose marker excludes the image (pip skips it, hashes or not)."""
+    try:
+        return applies_on_image(Requirement(line.text), ctx.python)
+    except InvalidRequirement:
+        return True
+
+
 def check_hash_mode(ctx: Context, out: Findings) -> None:
     """One ``--hash`` puts pip in hash-checking mode: then every requirement and pin needs hashes."""
-    reqs = [line for line in ctx.requirements if line.kind == "requirement"]
+    reqs = [line for line in ctx.requirements if line.kind == "requirement" and _applies(ctx, line)]
     hashed = [line for line in reqs if line.hashes]
     hashed += [line for line in ctx.requirements if line.kind == "option" and "--require-hashes" in line.text]
     if not hashed:

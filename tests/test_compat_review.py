@@ -1,0 +1,567 @@
+"""Adversarial review of `envbuild check --json` against ../shared/design/compat-facts.md.
+
+Two kinds of tests:
+
+* ``CASES``: profiles written as TOML and run through the CLI (``check --json``), each with the
+  compat-facts row it comes from.  Rows marked "fixed:" were wrong verdicts found in the review.
+* sweeps: compat-facts tables re-typed by hand here (not read from the catalog) and compared with
+  the planner's verdict for every release x variant x card / Python.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+import envbuild.cli._check  # noqa: F401  (registers the command)
+from envbuild.cli import cli
+from envbuild.plan import check
+from tests.test_plan_support import profile
+
+W = "https://example.org/w/"
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    return "[" + ", ".join(_toml(v) for v in value) + "]"
+
+
+def write_profile(tmp: Path, **kw: Any) -> Path:
+    """A full profile; every key has a default that passes (H100, torch 2.7.1, Ubuntu 24.04, 3.12)."""
+    o: dict[str, Any] = {
+        "kind": "pytorch",
+        "os": "ubuntu24.04",
+        "backend": "cuda",
+        "targets": ["h100"],
+        "python": "3.12",
+        "torch": "2.7.1",
+        "companions": [],
+        "packages": [],
+    }
+    o.update(kw)
+    lines = ['name = "review"', f"kind = {_toml(o['kind'])}", "[base]", f"os = {_toml(o['os'])}"]
+    lines += ["[accelerator]", f"backend = {_toml(o['backend'])}", f"targets = {_toml(o['targets'])}"]
+    if o.get("version"):
+        lines.append(f"version = {_toml(o['version'])}")
+    lines += ["[python]", f"version = {_toml(o['python'])}", f"packages = {_toml(o['packages'])}"]
+    if o["torch"]:
+        lines += ["[torch]", f"version = {_toml(o['torch'])}", f"packages = {_toml(o['companions'])}"]
+    if o.get("blender"):
+        lines += ["[blender]", f"version = {_toml(o['blender'])}", f"devices = {_toml(o['devices'])}"]
+    if "memory" in o or "gpus" in o:
+        lines.append("[resources]")
+        lines += [f"gpu_memory_gib = {o['memory']}"] if "memory" in o else []
+        lines += [f"gpus = {o['gpus']}"] if "gpus" in o else []
+    lines += ["[validate]", "compile_extensions = false"]
+    path = tmp / "review.toml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def run_check(path: Path | str, *args: str) -> tuple[int, dict[str, Any]]:
+    result = CliRunner().invoke(cli, ["check", str(path), "--json", *args])
+    assert result.exit_code in (0, 1), result.output
+    return result.exit_code, json.loads(result.stdout)
+
+
+# id, profile keys, CLI args, ok, codes that must appear, codes that must not, message fragments
+Case = tuple[str, dict[str, Any], tuple[str, ...], bool, set[str], set[str], tuple[str, ...]]
+CASES: list[Case] = [
+    # §1 "torch 2.7.x" row; fixed: PEP 440 spellings of a published release were E-TORCH-UNKNOWN
+    ("torch-2.07.1", {"torch": "2.07.1"}, (), True, set(), {"E-TORCH-UNKNOWN"}, ()),
+    ("torch-v2.7.1", {"torch": "v2.7.1"}, (), True, set(), {"E-TORCH-UNKNOWN"}, ()),
+    ("torch-2.7.1.0", {"torch": "2.7.1.0"}, (), True, set(), {"E-TORCH-UNKNOWN"}, ()),
+    # §1: 2.7.x has 2.7.0 and 2.7.1 only; the message names them
+    ("torch-2.7.5", {"torch": "2.7.5"}, (), False, {"E-TORCH-UNKNOWN"}, set(), ("2.7.0, 2.7.1",)),
+    # §1 "Pre-releases: .../whl/test/<variant>": not planned, and the message says why
+    ("torch-rc", {"torch": "2.14.0rc1"}, (), False, {"E-TORCH-UNKNOWN"}, set(), ("pre-release", "2.14.0")),
+    # §1 index pattern cuNNN: a ROCm-looking version on the cuda backend is named as such
+    ("cuda-6.3", {"version": "6.3"}, (), False, {"E-VARIANT-UNAVAILABLE"}, set(), ("ROCm version",)),
+    # §1 "2.12.x: cu126, cu130, cu132": the error says which releases do have cu128
+    (
+        "2.12-cu128",
+        {"torch": "2.12.0", "version": "12.8"},
+        (),
+        False,
+        {"E-VARIANT-UNAVAILABLE"},
+        set(),
+        ("2.7.0 to 2.11.0", "12.6, 13.0, 13.2"),
+    ),
+    # §1 † cu129 absent in 2.12.0, present in 2.12.1 (Linux-only)
+    (
+        "2.12.0-cu129",
+        {"torch": "2.12.0", "version": "12.9"},
+        (),
+        False,
+        {"E-VARIANT-UNAVAILABLE"},
+        set(),
+        ("only in 2.12.1",),
+    ),
+    # §1 ROCm "2.7.x: rocm6.2.4, rocm6.3"; fixed: 6.3.0 / 6.3.4 (a ROCm 6.3 point release) were refused
+    (
+        "rocm-6.3.0",
+        {"backend": "rocm", "targets": ["mi300x"], "version": "6.3.0"},
+        (),
+        True,
+        {"I-ACCEL-PATCH"},
+        {"E-VARIANT-UNAVAILABLE"},
+        (),
+    ),
+    (
+        "rocm-6.3.4",
+        {"backend": "rocm", "targets": ["mi300x"], "version": "6.3.4"},
+        (),
+        True,
+        {"I-ACCEL-PATCH"},
+        {"E-VARIANT-UNAVAILABLE"},
+        (),
+    ),
+    # §5 torch cu128 = 12.8.1: a 12.8.x accelerator.version keeps the cu128 wheels and says which image
+    ("cuda-12.8.0", {"version": "12.8.0"}, (), True, {"I-ACCEL-PATCH"}, set(), ()),
+    # §4 card ids; fixed: --target B200 was an unknown target (exit 2)
+    ("target-uppercase", {"version": "12.8"}, ("--target", "B200"), True, set(), {"E-ARCH-MISSING"}, ()),
+    # §2a "sm_100 first in 2.7 cu128": the error points at the same release's cu128 first
+    (
+        "b200-cu126",
+        {"version": "12.6"},
+        ("--target", "b200"),
+        False,
+        {"E-ARCH-MISSING"},
+        set(),
+        ('accelerator.version = "12.8"',),
+    ),
+    # §2a + §4 "B200 need torch >= 2.7 with cu128+"
+    (
+        "b200-2.6",
+        {"torch": "2.6.0", "os": "ubuntu22.04", "python": "3.11"},
+        ("--target", "b200"),
+        False,
+        {"E-ARCH-MISSING"},
+        set(),
+        ("torch 2.7.0 (cu128) is the first release with sm_100",),
+    ),
+    # §2b "2.3+rocm5.7 lacks MI300": the fix names rocm6.0 of the same release
+    (
+        "mi300x-2.3-rocm5.7",
+        {
+            "torch": "2.3.1",
+            "backend": "rocm",
+            "targets": ["mi300x"],
+            "version": "5.7",
+            "os": "ubuntu22.04",
+            "python": "3.10",
+        },
+        (),
+        False,
+        {"E-ARCH-MISSING", "E-ROCM-TOO-OLD"},
+        set(),
+        ('accelerator.version = "6.0"',),
+    ),
+    # §1 Python "2.4.x: 3.8-3.12": choices in version order
+    (
+        "py313-2.4",
+        {"torch": "2.4.1", "python": "3.13", "os": "ubuntu22.04"},
+        (),
+        False,
+        {"E-PYTHON-NO-WHEEL"},
+        set(),
+        ("3.9, 3.10, 3.11, 3.12",),
+    ),
+    # §5 nvidia/cuda 13.x tags; decision: 13.2.1 on ubuntu22.04 offered like 13.0.2 (fixed: was an error)
+    (
+        "2.13-cu132-u22",
+        {"torch": "2.13.0", "version": "13.2", "os": "ubuntu22.04", "python": "3.10"},
+        (),
+        True,
+        set(),
+        {"E-BASE-UNAVAILABLE"},
+        (),
+    ),
+    # §4 "B200 ... 180 GB", lot = 2: suggestions name the cards that would hold it
+    ("mem-h100-100", {"memory": 100}, (), False, {"E-MEMORY-PER-CARD"}, set(), ("h200 (141 GiB)",)),
+    (
+        "mem-b200-pool",
+        {"memory": 200, "version": "12.8"},
+        ("--target", "b200"),
+        False,
+        {"E-MEMORY-PER-CARD", "I-LOT-IDLE"},
+        set(),
+        ("Cards do not pool memory", "2 x 180 GiB"),
+    ),
+    # §1 wheel tags; fixed: wheels whose marker excludes the image were checked anyway
+    (
+        "wheel-macos-marker",
+        {"packages": [f"foo @ {W}foo-1.0-cp312-cp312-macosx_11_0_arm64.whl ; sys_platform == 'darwin'"]},
+        (),
+        True,
+        set(),
+        {"E-WHEEL-TAGS"},
+        (),
+    ),
+    (
+        "wheel-py311-marker",
+        {"packages": [f"foo @ {W}foo-1.0-cp311-cp311-linux_x86_64.whl ; python_version == '3.11'"]},
+        (),
+        True,
+        set(),
+        {"E-WHEEL-TAGS"},
+        (),
+    ),
+    (
+        "wheel-cp311-on-312",
+        {"packages": [f"foo @ {W}foo-1.0-cp311-cp311-linux_x86_64.whl"]},
+        (),
+        False,
+        {"E-WHEEL-TAGS"},
+        set(),
+        ("cp312-cp312",),
+    ),
+    (
+        "wheel-cp313t",
+        {"python": "3.13", "packages": [f"foo @ {W}foo-1.0-cp313-cp313t-manylinux_2_28_x86_64.whl"]},
+        (),
+        False,
+        {"E-WHEEL-TAGS"},
+        set(),
+        ("cp313-cp313t",),
+    ),
+    (
+        "wheel-abi3",
+        {"packages": [f"foo @ {W}foo-1.0-cp39-abi3-manylinux_2_17_x86_64.whl"]},
+        (),
+        True,
+        set(),
+        {"E-WHEEL-TAGS"},
+        (),
+    ),
+    # fixed: a wheel of another project behind "name @" passed; pip rejects the name mismatch
+    (
+        "wheel-name",
+        {"packages": [f"bar @ {W}foo-1.0-py3-none-any.whl"]},
+        (),
+        False,
+        {"E-WHEEL-NAME"},
+        set(),
+        ("'foo'",),
+    ),
+    # §1 local tag +<variant>; fixed: the exact torch wheel URL was reported as a conflict
+    (
+        "torch-url-same",
+        {
+            "version": "12.8",
+            "packages": [
+                "torch @ https://download.pytorch.org/whl/cu128/torch-2.7.1%2Bcu128-cp312-cp312-manylinux_2_28_x86_64.whl"
+            ],
+        },
+        (),
+        True,
+        {"I-REQ-SUPERSEDED"},
+        {"E-REQ-CONFLICT"},
+        (),
+    ),
+    (
+        "torch-url-other",
+        {
+            "version": "12.8",
+            "packages": [
+                "torch @ https://download.pytorch.org/whl/cu126/torch-2.7.1%2Bcu126-cp312-cp312-manylinux_2_28_x86_64.whl"
+            ],
+        },
+        (),
+        False,
+        {"E-REQ-CONFLICT"},
+        set(),
+        ("2.7.1+cu126", "torch==2.7.1+cu128"),
+    ),
+    # §1 companions; fixed: a marker-excluded torchvision line was a conflict
+    (
+        "tv-marker",
+        {"packages": ['torchvision==0.10.0 ; python_version < "3.0"']},
+        (),
+        True,
+        set(),
+        {"E-REQ-CONFLICT"},
+        (),
+    ),
+    # fixed: "torch" in torch.packages was "not a torch companion"; a contradicting pin is an error
+    (
+        "torch-in-companions",
+        {"companions": ["torch", "torchvision"]},
+        (),
+        True,
+        set(),
+        {"E-COMPANION-UNKNOWN"},
+        (),
+    ),
+    (
+        "torch-pin-contradicts",
+        {"companions": ["torch==2.6.0"]},
+        (),
+        False,
+        {"E-COMPANION-MISMATCH"},
+        set(),
+        (),
+    ),
+    # §1 "torchaudio none new from 2.12": also in python.packages, with the reason
+    (
+        "torchaudio-2.12-line",
+        {"torch": "2.12.0", "packages": ["torchaudio==2.11.0"]},
+        (),
+        False,
+        {"E-REQ-CONFLICT"},
+        set(),
+        ("stopped at 2.11.0",),
+    ),
+    # §7 "installing PyPI triton alongside ROCm torch is wrong"
+    (
+        "triton-line-rocm",
+        {"backend": "rocm", "targets": ["mi300x"], "packages": ["triton==3.3.1"]},
+        (),
+        False,
+        {"E-REQ-CONFLICT"},
+        set(),
+        ("pytorch-triton-rocm",),
+    ),
+    # §6 "sm_120 added in 4.4"; fixed: Blender 4.0/4.1/4.3/4.4 were unknown series
+    (
+        "blender-4.4-5090",
+        {"kind": "blender", "torch": None, "blender": "4.4.3", "devices": ["CUDA"], "targets": ["rtx5090"]},
+        (),
+        True,
+        {"W-BLENDER-UNCONFIRMED"},
+        {"E-BLENDER-UNKNOWN", "W-BLENDER-PTX-JIT"},
+        (),
+    ),
+    (
+        "blender-4.3-5090",
+        {"kind": "blender", "torch": None, "blender": "4.3.2", "devices": ["CUDA"], "targets": ["rtx5090"]},
+        (),
+        True,
+        {"W-BLENDER-PTX-JIT"},
+        {"E-BLENDER-UNKNOWN"},
+        (),
+    ),
+    # §6 HIP filter major >= 9 until 4.5, but no gfx942 kernels in any version
+    (
+        "blender-4.4-hip-mi300x",
+        {
+            "kind": "blender",
+            "torch": None,
+            "blender": "4.4.3",
+            "devices": ["HIP"],
+            "backend": "rocm",
+            "targets": ["mi300x"],
+        },
+        (),
+        False,
+        {"E-BLENDER-HIP-UNSUPPORTED"},
+        set(),
+        (),
+    ),
+    # fixed: "4.5" rendered blender-4.5-linux-x64.tar.xz, a URL that does not exist
+    (
+        "blender-no-patch",
+        {"kind": "blender", "torch": None, "blender": "4.5", "devices": ["OPTIX"]},
+        (),
+        False,
+        {"E-BLENDER-VERSION"},
+        set(),
+        ("4.5.0",),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("keys", "args", "ok", "must", "must_not", "says"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_review_case(
+    tmp_path: Path,
+    keys: dict[str, Any],
+    args: tuple[str, ...],
+    ok: bool,
+    must: set[str],
+    must_not: set[str],
+    says: tuple[str, ...],
+) -> None:
+    code, data = run_check(write_profile(tmp_path, **keys), *args)
+    codes = {f["code"] for f in data["findings"]}
+    assert data["ok"] is ok and code == (0 if ok else 1), data["findings"]
+    assert must <= codes, codes
+    assert not (must_not & codes), codes
+    text = " ".join(f["message"] for f in data["findings"])
+    for fragment in says:
+        assert fragment in text, text
+
+
+def test_json_shape_exact(tmp_path: Path) -> None:
+    _, data = run_check(write_profile(tmp_path, memory=100))
+    assert set(data) == {"ok", "findings", "plan"}
+    assert data["findings"] and all(set(f) == {"severity", "code", "message"} for f in data["findings"])
+    assert set(data["plan"]["profile"]) == {"name", "path", "sha256"}
+
+
+def test_blender_optix_5x_raises_the_driver_to_order(tmp_path: Path) -> None:
+    # §6 "5.0 / 5.1: OptiX ... driver >= 535"; fixed: the plan said 520.61.05 (CUDA 11.8 image on 22.04)
+    keys = {
+        "kind": "blender",
+        "torch": None,
+        "blender": "5.0.1",
+        "devices": ["OPTIX"],
+        "os": "ubuntu22.04",
+        "python": "3.10",
+    }
+    _, data = run_check(write_profile(tmp_path, **keys))
+    assert data["plan"]["min_driver"] == "535"
+    (info,) = [f for f in data["findings"] if f["code"] == "I-DRIVER-UNKNOWN"]
+    assert "Blender OptiX needs 535" in info["message"]
+    keys["blender"] = "4.2.3"  # 4.x: OptiX driver >= 495.89 (manual 4.x), below the toolkit's
+    _, data = run_check(write_profile(tmp_path, **keys))
+    assert data["plan"]["min_driver"] == "520.61.05"
+
+
+def test_hash_mode_ignores_lines_the_marker_excludes(tmp_path: Path) -> None:
+    h = "sha256:" + "a" * 64
+    req = tmp_path / "requirements.txt"
+    req.write_text(f"numpy==2.2.6 --hash={h}\nfoo==1.0 ; sys_platform == 'win32'\n", encoding="utf-8")
+    path = write_profile(tmp_path, torch=None, backend="cpu", targets=["cpu"])
+    path.write_text(
+        path.read_text().replace("packages = []", 'packages = []\nrequirements = ["requirements.txt"]')
+    )
+    _, data = run_check(path)
+    assert "E-HASH-MODE" not in {f["code"] for f in data["findings"]}, data["findings"]
+
+
+# ---- sweeps: compat-facts tables re-typed by hand -------------------------------------------------------
+
+# §1 "Linux CUDA wheels (index)" per patch release, † cu129 per version
+CUDA_WHEELS = {
+    "2.1.2": "cu118 cu121",
+    "2.2.2": "cu118 cu121",
+    "2.3.1": "cu118 cu121",
+    "2.4.1": "cu118 cu121 cu124",
+    "2.5.1": "cu118 cu121 cu124",
+    "2.6.0": "cu118 cu124 cu126",
+    "2.7.0": "cu118 cu126 cu128",
+    "2.7.1": "cu118 cu126 cu128",
+    "2.8.0": "cu126 cu128 cu129",
+    "2.9.0": "cu126 cu128 cu129 cu130",
+    "2.9.1": "cu126 cu128 cu129 cu130",
+    "2.10.0": "cu126 cu128 cu129 cu130",
+    "2.11.0": "cu126 cu128 cu129 cu130",
+    "2.12.0": "cu126 cu130 cu132",
+    "2.12.1": "cu126 cu129 cu130 cu132",
+    "2.13.0": "cu126 cu129 cu130 cu132",
+    "2.14.0": "cu126 cu130 cu132",
+}
+ALL_CUDA = ("cu118", "cu121", "cu124", "cu126", "cu128", "cu129", "cu130", "cu132")
+
+
+def _image_os(variant: str) -> tuple[str, str]:
+    return ("ubuntu22.04", "3.10") if variant in ("cu118", "cu121", "cu124") else ("ubuntu24.04", "3.12")
+
+
+@pytest.mark.parametrize("torch", sorted(CUDA_WHEELS))
+def test_sweep_cuda_variant_existence(torch: str) -> None:
+    for variant in ALL_CUDA:
+        os_, py = _image_os(variant)
+        version = f"{variant[2:4]}.{variant[4]}"
+        result = check(profile(torch=torch, version=version, os=os_, python=py))
+        codes = {f.code for f in result.findings}
+        published = variant in CUDA_WHEELS[torch].split()
+        assert ("E-VARIANT-UNAVAILABLE" not in codes) is published, (torch, variant, codes)
+        if published:
+            assert result.ok, (torch, variant, result.findings)
+            assert any(p.spec == f"torch=={torch}+{variant}" for p in result.plan.pins)
+
+
+# §2a TORCH_CUDA_ARCH_LIST table (Linux x86_64)
+L118, L12 = "3.7;5.0;6.0;7.0;7.5;8.0;8.6;9.0", "5.0;6.0;7.0;7.5;8.0;8.6;9.0"
+ARCH = {"cu118": L118, "cu121": L12, "cu124": L12, "cu126": L12}
+ARCH_BY_RELEASE = {
+    ("2.7.1", "cu128"): "7.5;8.0;8.6;9.0;10.0;12.0+PTX",
+    ("2.8.0", "cu128"): "7.0;7.5;8.0;8.6;9.0;10.0;12.0",
+    ("2.8.0", "cu129"): "7.0;7.5;8.0;8.6;9.0;10.0;12.0+PTX",
+    ("2.10.0", "cu130"): "7.5;8.0;8.6;9.0;10.0;12.0+PTX",
+    ("2.11.0", "cu128"): "7.5;8.0;8.6;9.0;10.0;12.0",
+    ("2.11.0", "cu130"): "7.5;8.0;8.6;9.0;10.0;12.0",
+    ("2.13.0", "cu132"): "7.5;8.0;8.6;9.0;10.0;12.0+PTX",
+}
+CARDS = {
+    "rtx4090": (8, 9),
+    "l40s": (8, 9),
+    "a100-40gb": (8, 0),
+    "h100": (9, 0),
+    "h200": (9, 0),
+    "b200": (10, 0),
+    "rtx5090": (12, 0),
+}
+
+
+def _expected(arch_list: str, cc: tuple[int, int]) -> str:
+    cubins = [tuple(int(x) for x in a.removesuffix("+PTX").split(".")) for a in arch_list.split(";")]
+    ptx = arch_list.endswith("+PTX") and cubins[-1] <= cc
+    if cc in cubins:
+        return "native"
+    if any(c[0] == cc[0] and c[1] <= cc[1] for c in cubins):  # same-major cubin rule
+        return "compat"
+    return "ptx" if ptx else "missing"
+
+
+ARCH_CASES = [
+    ((t, v), ARCH_BY_RELEASE.get((t, v)) or ARCH[v])
+    for t in ("2.1.2", "2.4.1", "2.6.0", "2.7.1")
+    for v in CUDA_WHEELS[t].split()
+    if v in ARCH
+] + list(ARCH_BY_RELEASE.items())
+
+
+@pytest.mark.parametrize(("release", "arch_list"), ARCH_CASES, ids=[f"{t}-{v}" for (t, v), _ in ARCH_CASES])
+def test_sweep_arch_coverage(release: tuple[str, str], arch_list: str) -> None:
+    torch, variant = release
+    os_, py = _image_os(variant)
+    for card, cc in CARDS.items():
+        version = f"{variant[2:4]}.{variant[4]}"
+        result = check(profile(torch=torch, version=version, os=os_, python=py, targets=(card,)))
+        codes = {f.code for f in result.findings}
+        got = (
+            "missing"
+            if "E-ARCH-MISSING" in codes
+            else "ptx"
+            if "W-ARCH-PTX-JIT" in codes
+            else "compat"
+            if "I-ARCH-COMPAT" in codes
+            else "native"
+        )
+        assert got == _expected(arch_list, cc), (torch, variant, card, codes)
+
+
+# §1 "Python (release wheels)"; 3.12 experimental at 2.2, 3.13 at 2.5 (warnings, not errors)
+PYTHON = {
+    "2.1.2": (8, 11),
+    "2.2.2": (8, 12),
+    "2.4.1": (8, 12),
+    "2.5.1": (9, 13),
+    "2.6.0": (9, 13),
+    "2.8.0": (9, 13),
+    "2.9.1": (10, 14),
+    "2.12.1": (10, 14),
+    "2.13.0": (10, 15),
+}
+
+
+@pytest.mark.parametrize("torch", sorted(PYTHON))
+def test_sweep_python_wheels(torch: str) -> None:
+    low, high = PYTHON[torch]
+    for minor in range(7, 17):
+        result = check(profile(torch=torch, python=f"3.{minor}", backend="cpu", targets=()))
+        codes = {f.code for f in result.findings}
+        assert ("E-PYTHON-NO-WHEEL" not in codes) is (low <= minor <= high), (torch, minor, codes)
