@@ -80,7 +80,7 @@ RELEASES = [
 
 @pytest.mark.parametrize(("version", "cuda", "default", "rocm", "python"), RELEASES)
 def test_torch_releases(cat, version, cuda, default, rocm, python) -> None:  # type: ignore[no-untyped-def]
-    from envbuild.plan.resolve import cuda_wheels_for
+    from envbuild.plan.suggest import cuda_wheels_for
 
     rel, patch = cat.find_torch(version)
     assert patch.version == version

@@ -186,6 +186,37 @@ CASES: list[Case] = [
         {"E-BASE-UNAVAILABLE"},
         (),
     ),
+    # §1 "2.6.0: cu118, cu124, cu126", PyPI default cu124; §5 12.4.1 tags only on ubuntu22.04.
+    # fixed: the derived variant kept cu124 on ubuntu24.04 (E-BASE-UNAVAILABLE) although cu126 works
+    (
+        "2.6-derived-u24",
+        {"torch": "2.6.0"},
+        (),
+        True,
+        {"I-VARIANT-DERIVED"},
+        {"E-BASE-UNAVAILABLE"},
+        ("no nvidia/cuda image for ubuntu24.04",),
+    ),
+    # §1 "2.7.x: cu118 ..."; §5 11.8.0 tags on ubuntu22.04: the error offers the variants that have images
+    (
+        "2.7-cu118-u24",
+        {"version": "11.8"},
+        (),
+        False,
+        {"E-BASE-UNAVAILABLE"},
+        set(),
+        ('accelerator.version = "12.6" or "12.8"',),
+    ),
+    # §1 ROCm "2.5.x: rocm6.1, rocm6.2"; §5 rocm/dev-ubuntu-24.04:6.2 tags. fixed: was E-BASE-UNAVAILABLE
+    (
+        "2.5-rocm-u24",
+        {"torch": "2.5.1", "backend": "rocm", "targets": ["mi300x"]},
+        (),
+        True,
+        set(),
+        {"E-BASE-UNAVAILABLE", "E-ARCH-MISSING"},
+        (),
+    ),
     # §4 "B200 ... 180 GB", lot = 2: suggestions name the cards that would hold it
     ("mem-h100-100", {"memory": 100}, (), False, {"E-MEMORY-PER-CARD"}, set(), ("h200 (141 GiB)",)),
     (

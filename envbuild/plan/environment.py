@@ -5,6 +5,7 @@ from __future__ import annotations
 from envbuild.errors import choices
 from envbuild.plan.context import Context
 from envbuild.plan.findings import Findings
+from envbuild.plan.suggest import cuda_name, cuda_wheels_for
 from envbuild.plan.versions import version_choices, version_tuple
 
 
@@ -41,6 +42,29 @@ def python_provision(ctx: Context, out: Findings) -> str:
     return "system"
 
 
+def _other_variants(ctx: Context) -> str:
+    """``, or accelerator.version = "12.6"`` when another variant of this torch has an image here."""
+    if ctx.release is None or ctx.patch is None:
+        return ""
+    os_id = ctx.os.id
+    if ctx.backend == "cuda":
+        found = [
+            cuda_name(w.variant)[5:]
+            for w in cuda_wheels_for(ctx.release, ctx.patch.version)
+            if (tk := ctx.catalog.cuda_toolkit(w.variant)) is not None and os_id in tk.image_os
+        ]
+    else:
+        found = [
+            w.variant.removeprefix("rocm")
+            for w in ctx.release.rocm
+            if (rv := ctx.catalog.rocm_version(w.variant)) is not None and os_id in rv.image_os
+        ]
+    if not found:
+        return ""
+    quoted = " or ".join(f'"{v}"' for v in found)
+    return f", or accelerator.version = {quoted} (has an image for {os_id})"
+
+
 def base_image(ctx: Context, out: Findings) -> tuple[str, str]:
     """(image, flavor)."""
     explicit = ctx.profile.base.image
@@ -61,7 +85,7 @@ def base_image(ctx: Context, out: Findings) -> tuple[str, str]:
                 "E-BASE-UNAVAILABLE",
                 f"{ctx.catalog.toolkits.image_repository} has no CUDA {tk.image_version} image for {os_id} "
                 f"(catalog: {', '.join(tk.image_os)}); set base.os to one of {choices(tk.image_os)} or "
-                "base.image",
+                f"base.image{_other_variants(ctx)}",
             )
         return ctx.catalog.cuda_image(tk, flavor, os_id), f"cuda-{flavor}"
     if ctx.backend == "rocm" and ctx.rocm is not None:
@@ -71,7 +95,7 @@ def base_image(ctx: Context, out: Findings) -> tuple[str, str]:
                 "E-BASE-UNAVAILABLE",
                 f"no ROCm {rv.version} dev image for {os_id} (catalog: {', '.join(rv.image_os)}); set "
                 "base.os to "
-                f"one of {choices(rv.image_os)} or base.image",
+                f"one of {choices(rv.image_os)} or base.image{_other_variants(ctx)}",
             )
         flavor = "rocm-complete" if ctx.compiles else "rocm-dev"
         return ctx.catalog.rocm_image(rv, os_id, complete=ctx.compiles), flavor

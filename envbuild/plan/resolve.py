@@ -2,59 +2,32 @@
 
 from __future__ import annotations
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
-from envbuild.catalog import CudaWheel, Release
+from envbuild.catalog import CudaWheel
 from envbuild.plan.context import Context
 from envbuild.plan.findings import Findings
+from envbuild.plan.suggest import cuda_name, cuda_wheels_for, no_cuda_wheel, releases_with, unknown_torch
 from envbuild.plan.versions import cubin_covers, version_choices, version_tuple
-
-
-def _cuda_name(variant: str) -> str:
-    digits = variant.removeprefix("cu")
-    return f"CUDA {digits[:-1]}.{digits[-1]}"
-
-
-def cuda_wheels_for(release: Release, patch: str) -> list[CudaWheel]:
-    return [w for w in release.cuda if not w.only_patches or patch in w.only_patches]
 
 
 def _covers_all(ctx: Context, wheel: CudaWheel) -> bool:
     return all(c.cc is not None and cubin_covers(wheel.cubins, c.cc) for c in ctx.gpu_cards)
 
 
-def newest_ga(ctx: Context) -> str:
-    ga = [r for r in ctx.catalog.releases if r.status == "ga"]
-    return max(ga, key=lambda r: Version(r.series)).patch[-1].version
+def _has_image(ctx: Context, wheel: CudaWheel) -> bool:
+    """An nvidia/cuda image for the wheel's toolkit exists on the profile's OS (or base.image is set)."""
+    if ctx.profile.base.image:
+        return True
+    tk = ctx.catalog.cuda_toolkit(wheel.variant)
+    return tk is not None and ctx.os.id in tk.image_os
 
 
-def _unknown_torch(ctx: Context, spec: str, version: str) -> str:
-    """Why ``torch.version`` names nothing in the catalog, and what to write instead."""
-    head = f"torch.version {spec!r}"
-    try:
-        parsed: Version | None = Version(version)
-    except InvalidVersion:
-        parsed = None
-    series = ctx.catalog.find_series(version)
-    if parsed is not None and (parsed.is_prerelease or parsed.is_devrelease):
-        final = parsed.base_version
-        known = ctx.catalog.find_torch(final)
-        alt = f"use the published release {known[1].version}" if known else f"use {newest_ga(ctx)}"
-        return (
-            f"{head} is a pre-release/nightly build: those live on download.pytorch.org/whl/test or "
-            f"/whl/nightly and are not planned by envbuild; {alt}"
-        )
-    if series is not None:
-        patches = ", ".join(p.version for p in series.patch)
-        return (
-            f"{head} is not a published {series.series} release; torch {series.series} has "
-            f"{patches}: write one of them, or {series.series!r} for the newest patch"
-        )
-    listing = ", ".join(r.series for r in ctx.catalog.releases)
-    return (
-        f"{head} is not a release envbuild knows (series {listing}); "
-        f"choose a published release such as {newest_ga(ctx)}"
-    )
+def _has_rocm_image(ctx: Context, variant: str) -> bool:
+    if ctx.profile.base.image:
+        return True
+    rv = ctx.catalog.rocm_version(variant)
+    return rv is not None and ctx.os.id in rv.image_os
 
 
 def resolve_torch(ctx: Context, out: Findings) -> None:
@@ -64,7 +37,7 @@ def resolve_torch(ctx: Context, out: Findings) -> None:
     version, _, local = spec.partition("+")
     found = ctx.catalog.find_torch(version)
     if found is None:
-        out.error("E-TORCH-UNKNOWN", _unknown_torch(ctx, spec, version))
+        out.error("E-TORCH-UNKNOWN", unknown_torch(ctx, spec, version))
         return
     ctx.release, ctx.patch = found
     if len(Version(version).release) == 2:
@@ -100,7 +73,7 @@ def _resolve_cuda_variant(ctx: Context, out: Findings) -> None:
     assert ctx.release is not None and ctx.patch is not None
     rel, patch = ctx.release, ctx.patch.version
     available = cuda_wheels_for(rel, patch)
-    listing = ", ".join(f"{w.variant} ({_cuda_name(w.variant)})" for w in available)
+    listing = ", ".join(f"{w.variant} ({cuda_name(w.variant)})" for w in available)
     wanted = ctx.profile.accelerator.version
     if wanted:
         parts = wanted.split(".")
@@ -109,7 +82,7 @@ def _resolve_cuda_variant(ctx: Context, out: Findings) -> None:
         ctx.variant = variant
         ctx.toolkit = ctx.catalog.cuda_toolkit(variant)
         if wheel is None:
-            out.error("E-VARIANT-UNAVAILABLE", _no_cuda_wheel(ctx, wanted, variant, available))
+            out.error("E-VARIANT-UNAVAILABLE", no_cuda_wheel(ctx, wanted, variant, available))
             return
         ctx.cuda_wheel = wheel
         tk = ctx.toolkit
@@ -124,62 +97,23 @@ def _resolve_cuda_variant(ctx: Context, out: Findings) -> None:
     default = next(w for w in available if w.variant == rel.pypi_default_cuda)
     chosen = default
     reason = "the CUDA build PyPI serves for this release"
-    if ctx.gpu_cards and not _covers_all(ctx, default):
-        better = [w for w in available if _covers_all(ctx, w)]
-        if better:
-            chosen = min(better, key=lambda w: w.variant)
-            cards = ", ".join(sorted({c.id for c in ctx.gpu_cards}))
-            reason = f"the PyPI default {default.variant} has no cubins for {cards}"
+    covering = [w for w in available if _covers_all(ctx, w)] if ctx.gpu_cards else available
+    usable = [w for w in covering if _has_image(ctx, w)]
+    if default not in usable and (usable or (covering and default not in covering)):
+        chosen = min(usable or covering, key=lambda w: w.variant)
+        missing = []
+        if default not in covering:
+            missing.append(f"has no cubins for {', '.join(sorted({c.id for c in ctx.gpu_cards}))}")
+        if not _has_image(ctx, default):
+            missing.append(f"has no nvidia/cuda image for {ctx.os.id}")
+        reason = f"the PyPI default {default.variant} {' and '.join(missing)}"
     ctx.variant = chosen.variant
     ctx.cuda_wheel = chosen
     ctx.toolkit = ctx.catalog.cuda_toolkit(chosen.variant)
     out.info(
         "I-VARIANT-DERIVED",
-        f"accelerator.version not set: using {chosen.variant} ({_cuda_name(chosen.variant)}), {reason}; "
+        f"accelerator.version not set: using {chosen.variant} ({cuda_name(chosen.variant)}), {reason}; "
         f"torch {patch} publishes {listing}.",
-    )
-
-
-def _releases_with(ctx: Context, variant: str) -> str:
-    """The torch patches that publish ``variant`` (CUDA or ROCm), as runs: ``2.8.0 to 2.11.0, 2.12.1``."""
-    runs: list[list[str]] = []
-    previous = False
-    for rel in ctx.catalog.releases:
-        for patch in rel.patch:
-            cuda = any(w.variant == variant for w in cuda_wheels_for(rel, patch.version))
-            has = cuda or any(w.variant == variant for w in rel.rocm)
-            if has and previous:
-                runs[-1].append(patch.version)
-            elif has:
-                runs.append([patch.version])
-            previous = has
-    return ", ".join(r[0] if len(r) == 1 else f"{r[0]} to {r[-1]}" for r in runs)
-
-
-def _no_cuda_wheel(ctx: Context, wanted: str, variant: str, available: list[CudaWheel]) -> str:
-    assert ctx.patch is not None and ctx.release is not None
-    patch = ctx.patch.version
-    valid = version_choices(_cuda_name(w.variant)[5:] for w in available)
-    listing = ", ".join(f"{w.variant} ({_cuda_name(w.variant)})" for w in available)
-    if ctx.catalog.cuda_toolkit(variant) is None:
-        hint = (
-            ' (it looks like a ROCm version: set accelerator.backend = "rocm")'
-            if int(wanted.split(".")[0]) < 11
-            else ""
-        )
-        known = version_choices(t.version for t in ctx.catalog.toolkits.cuda)
-        return (
-            f"accelerator.version {wanted!r} is not a CUDA version PyTorch publishes wheels for "
-            f"(CUDA {known}){hint}; torch {patch} publishes {listing}. Set accelerator.version to one "
-            f"of {valid}."
-        )
-    other = next((w for w in ctx.release.cuda if w.variant == variant), None)
-    why = f" (only in {', '.join(other.only_patches)})" if other else ""
-    elsewhere = _releases_with(ctx, variant)
-    where = f"; {variant} wheels exist for torch {elsewhere}" if elsewhere else ""
-    return (
-        f"torch {patch} publishes no {variant} wheels{why}; its Linux CUDA wheels are {listing}{where}. "
-        f"Set accelerator.version to one of {valid}, or change torch.version."
     )
 
 
@@ -215,7 +149,7 @@ def _resolve_rocm_variant(ctx: Context, out: Findings) -> None:
             elsewhere = [
                 f"{w.variant} wheels exist for torch {found}"
                 for w in ctx.catalog.toolkits.rocm
-                if _rocm_matches(w.variant, wanted) and (found := _releases_with(ctx, w.variant))
+                if _rocm_matches(w.variant, wanted) and (found := releases_with(ctx, w.variant))
             ]
             where = f"; {', '.join(elsewhere)}" if elsewhere else ""
             out.error(
@@ -233,10 +167,15 @@ def _resolve_rocm_variant(ctx: Context, out: Findings) -> None:
                 f"{wheel.variant.removeprefix('rocm')} base image",
             )
     else:
-        wheel = max(available, key=lambda w: version_tuple(w.variant.removeprefix("rocm")))
+        newest_first = sorted(available, key=lambda w: version_tuple(w.variant.removeprefix("rocm")))[::-1]
+        amd = [c.arch for c in ctx.gpu_cards if c.vendor == "amd"]
+        covering = [w for w in newest_first if all(a in w.targets for a in amd)]
+        usable = [w for w in covering if _has_rocm_image(ctx, w.variant)]
+        wheel = (usable or covering or newest_first)[0]
+        why = "the newest ROCm build" if wheel is newest_first[0] else "the newest ROCm build usable here"
         out.info(
             "I-VARIANT-DERIVED",
-            f"accelerator.version not set: using {wheel.variant}, the newest ROCm build of torch "
+            f"accelerator.version not set: using {wheel.variant}, {why} of torch "
             f"{ctx.patch.version} (published: {listing}).",
         )
     ctx.variant = wheel.variant

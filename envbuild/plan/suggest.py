@@ -1,11 +1,98 @@
-"""What would work instead: the torch release / variant that carries kernels for a card."""
+"""What would work instead, and the wording of it: variants per patch, releases carrying a card's kernels."""
 
 from __future__ import annotations
 
-from envbuild.catalog import CardEntry
+from packaging.version import InvalidVersion, Version
+
+from envbuild.catalog import CardEntry, CudaWheel, Release
 from envbuild.plan.context import Context
-from envbuild.plan.resolve import cuda_wheels_for
-from envbuild.plan.versions import cubin_covers
+from envbuild.plan.versions import cubin_covers, version_choices
+
+
+def cuda_name(variant: str) -> str:
+    digits = variant.removeprefix("cu")
+    return f"CUDA {digits[:-1]}.{digits[-1]}"
+
+
+def cuda_wheels_for(release: Release, patch: str) -> list[CudaWheel]:
+    return [w for w in release.cuda if not w.only_patches or patch in w.only_patches]
+
+
+def newest_ga(ctx: Context) -> str:
+    ga = [r for r in ctx.catalog.releases if r.status == "ga"]
+    return max(ga, key=lambda r: Version(r.series)).patch[-1].version
+
+
+def unknown_torch(ctx: Context, spec: str, version: str) -> str:
+    """Why ``torch.version`` names nothing in the catalog, and what to write instead."""
+    head = f"torch.version {spec!r}"
+    try:
+        parsed: Version | None = Version(version)
+    except InvalidVersion:
+        parsed = None
+    series = ctx.catalog.find_series(version)
+    if parsed is not None and (parsed.is_prerelease or parsed.is_devrelease):
+        final = parsed.base_version
+        known = ctx.catalog.find_torch(final)
+        alt = f"use the published release {known[1].version}" if known else f"use {newest_ga(ctx)}"
+        return (
+            f"{head} is a pre-release/nightly build: those live on download.pytorch.org/whl/test or "
+            f"/whl/nightly and are not planned by envbuild; {alt}"
+        )
+    if series is not None:
+        patches = ", ".join(p.version for p in series.patch)
+        return (
+            f"{head} is not a published {series.series} release; torch {series.series} has "
+            f"{patches}: write one of them, or {series.series!r} for the newest patch"
+        )
+    listing = ", ".join(r.series for r in ctx.catalog.releases)
+    return (
+        f"{head} is not a release envbuild knows (series {listing}); "
+        f"choose a published release such as {newest_ga(ctx)}"
+    )
+
+
+def releases_with(ctx: Context, variant: str) -> str:
+    """The torch patches that publish ``variant`` (CUDA or ROCm), as runs: ``2.8.0 to 2.11.0, 2.12.1``."""
+    runs: list[list[str]] = []
+    previous = False
+    for rel in ctx.catalog.releases:
+        for patch in rel.patch:
+            cuda = any(w.variant == variant for w in cuda_wheels_for(rel, patch.version))
+            has = cuda or any(w.variant == variant for w in rel.rocm)
+            if has and previous:
+                runs[-1].append(patch.version)
+            elif has:
+                runs.append([patch.version])
+            previous = has
+    return ", ".join(r[0] if len(r) == 1 else f"{r[0]} to {r[-1]}" for r in runs)
+
+
+def no_cuda_wheel(ctx: Context, wanted: str, variant: str, available: list[CudaWheel]) -> str:
+    assert ctx.patch is not None and ctx.release is not None
+    patch = ctx.patch.version
+    valid = version_choices(cuda_name(w.variant)[5:] for w in available)
+    listing = ", ".join(f"{w.variant} ({cuda_name(w.variant)})" for w in available)
+    if ctx.catalog.cuda_toolkit(variant) is None:
+        hint = (
+            ' (it looks like a ROCm version: set accelerator.backend = "rocm")'
+            if int(wanted.split(".")[0]) < 11
+            else ""
+        )
+        known = version_choices(t.version for t in ctx.catalog.toolkits.cuda)
+        return (
+            f"accelerator.version {wanted!r} is not a CUDA version PyTorch publishes wheels for "
+            f"(CUDA {known}){hint}; torch {patch} publishes {listing}. Set accelerator.version to one "
+            f"of {valid}."
+        )
+    other = next((w for w in ctx.release.cuda if w.variant == variant), None)
+    why = f" (only in {', '.join(other.only_patches)})" if other else ""
+    elsewhere = releases_with(ctx, variant)
+    where = f"; {variant} wheels exist for torch {elsewhere}" if elsewhere else ""
+    return (
+        f"torch {patch} publishes no {variant} wheels{why}; its Linux CUDA wheels are {listing}{where}. "
+        f"Set accelerator.version to one of {valid}, or change torch.version."
+    )
 
 
 def _cuda_version(variant: str) -> str:
