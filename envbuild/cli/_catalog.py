@@ -18,29 +18,16 @@ def targets(as_json: bool) -> None:
 
     cards = load_catalog().cards
     if as_json:
-        rows = [c.model_dump(mode="json") for c in cards]
-        click.echo(json.dumps(rows, indent=2, sort_keys=True))
+        click.echo(json.dumps([c.model_dump(mode="json") for c in cards], indent=2, sort_keys=True))
         return
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="envbuild targets (catalog: envbuild/data/cards.toml)")
-    for col in (
-        "id",
-        "name",
-        "vendor",
-        "arch",
-        "memory GiB",
-        "cards/lot",
-        "bf16 TFLOP/s",
-        "min CUDA/ROCm",
-        "tier",
-    ):
-        table.add_column(col)
-    for c in cards:
-        table.add_row(
+    # ids, archs and numbers are what users copy: they never wrap or get cut; the name goes last and wraps.
+    rows: list[tuple[str, ...]] = [
+        (
             c.id,
-            c.name,
             c.vendor,
             c.arch or "-",
             f"{c.memory_gib:g}",
@@ -49,4 +36,15 @@ def targets(as_json: bool) -> None:
             c.min_cuda or c.min_rocm or "-",
             c.tier,
         )
+        for c in cards
+    ]
+    heads = ("id", "vendor", "arch", "GiB", "lot", "TFLOP/s", "CUDA/ROCm", "tier")
+    table = Table(
+        title="envbuild targets (catalog: envbuild/data/cards.toml)", box=box.SIMPLE_HEAD, padding=(0, 1)
+    )
+    for i, head in enumerate(heads):
+        table.add_column(head, no_wrap=True, min_width=max(len(head), *(len(r[i]) for r in rows)))
+    table.add_column("name", ratio=1)
+    for row, card in zip(rows, cards, strict=True):
+        table.add_row(*row, card.name)
     Console().print(table)

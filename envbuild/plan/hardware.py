@@ -214,7 +214,11 @@ def check_memory_and_lots(ctx: Context, out: Findings) -> None:
                 cards = max(res.gpus, card.cards_per_lot)
                 total = card.memory_gib * cards
                 bigger = sorted(
-                    (c for c in ctx.catalog.cards if c.vendor == card.vendor and c.memory_gib >= need),
+                    (
+                        c
+                        for c in ctx.catalog.cards
+                        if c.vendor == card.vendor and c.memory_gib >= need and c.host_arch == "x86_64"
+                    ),
                     key=lambda c: (c.memory_gib, c.id),
                 )
                 fits = ", ".join(f"{c.id} ({c.memory_gib:g} GiB)" for c in bigger)
