@@ -362,6 +362,34 @@ CASES: list[Case] = [
         set(),
         ("pytorch-triton-rocm",),
     ),
+    # §5 "wheels bundle CUDA runtime/cuDNN via nvidia-* deps": pins from another build (pip freeze) warn
+    (
+        "nvidia-pin",
+        {"version": "12.8", "packages": ["nvidia-cublas-cu12==12.6.4.1", "nvidia-ml-py==12.560.30"]},
+        (),
+        True,
+        {"W-NVIDIA-PIN"},
+        set(),
+        ("nvidia-cublas-cu12",),
+    ),
+    (
+        "nvidia-cu12-on-cu130",
+        {"torch": "2.13.0", "version": "13.0", "packages": ["nvidia-cudnn-cu12"]},
+        (),
+        True,
+        {"W-NVIDIA-PIN"},
+        set(),
+        ("CUDA 12 wheel",),
+    ),
+    (
+        "nvidia-unpinned-same-major",
+        {"version": "12.8", "packages": ["nvidia-cudnn-cu12"]},
+        (),
+        True,
+        set(),
+        {"W-NVIDIA-PIN"},
+        (),
+    ),
     # §6 "sm_120 added in 4.4"; fixed: Blender 4.0/4.1/4.3/4.4 were unknown series
     (
         "blender-4.4-5090",

@@ -28,6 +28,7 @@ from envbuild.plan import environment, hardware, packages, resolve
 from envbuild.plan.blender import check_blender
 from envbuild.plan.context import Context
 from envbuild.plan.findings import Findings
+from envbuild.plan.runtime_pins import check_nvidia_pins
 from envbuild.plan.versions import validate_driver
 
 __all__ = ["check"]
@@ -68,6 +69,7 @@ def check(profile: Profile, targets: Sequence[str] | None = None, driver: str | 
     builds, vcs = packages.check_requirement_urls(ctx, out)
     ctx.compiles = builds or (ctx.patch is not None and profile.validate_.compile_extensions)
     packages.resolve_pins(ctx, out)
+    check_nvidia_pins(ctx, out)
     packages.check_hash_mode(ctx, out)
     hardware.check_vendor(ctx, out)
     hardware.check_arch(ctx, out)

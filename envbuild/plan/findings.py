@@ -48,6 +48,7 @@ CODES: dict[str, str] = {
     "W-MEMORY-TIGHT": "the memory need leaves less than 10% headroom on the card",
     "W-MULTI-LOT": "the job needs several lots; the program must distribute itself",
     "W-NO-TARGET": "a GPU backend without targets: card checks skipped",
+    "W-NVIDIA-PIN": "a user pin of an nvidia-* runtime wheel next to a planned torch",
     "W-PYTHON-EXPERIMENTAL": "the Python version is experimental for the torch release",
     "W-ROCM-TOO-OLD": "the ROCm version may be older than the card needs (minimum unconfirmed)",
     "W-TORCH-LOCAL": "torch.version carries a local tag that envbuild ignores",
