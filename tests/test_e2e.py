@@ -30,6 +30,8 @@ from typing import Any
 
 import pytest
 
+from envbuild.build.refs import slug
+
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parent.parent
@@ -44,6 +46,18 @@ TARGET = (
     "cp",
     "--platform",
     "manylinux_2_17_x86_64",
+)
+OPENSSL_REQ = (
+    "openssl",
+    "req",
+    "-x509",
+    "-newkey",
+    "rsa:2048",
+    "-nodes",
+    "-days",
+    "2",
+    "-subj",
+    "/CN=test CA",
 )
 DRIFT = ("numpy", "2.2.6", "2.2.5")  # the lock's pin, the version the derived image installs instead
 
@@ -64,12 +78,14 @@ def temporary_tag(client: Any, name: str) -> Iterator[str]:
             client.images.remove(tag, force=True)
 
 
-def envbuild(*args: str | Path, timeout: int = 900) -> subprocess.CompletedProcess[str]:
+def envbuild(
+    *args: str | Path, timeout: int = 900, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "envbuild", *map(str, args)],
         capture_output=True,
         text=True,
-        env={**os.environ, "PIP_RETRIES": "0"},
+        env={**os.environ, "PIP_RETRIES": "0", **(env or {})},
         timeout=timeout,
     )
 
@@ -198,13 +214,20 @@ def test_ubuntu_preparation_on_the_local_base(docker_client: Any, tmp_path: Path
         'description = "The ubuntu preparation on the local Debian 12 base"\n\n'
         f'[base]\nos = "debian12"\nimage = "{BASE_IMAGE}"\n\n[python]\nversion = "3.11"\n'
     )
-    bundle = tmp_path / "bundle"
-    ok("render", profile, "--out", bundle)
-    lock = json.loads((bundle / "envbuild.lock.json").read_text())
-    assert lock["base_image"] == BASE_IMAGE and {"git", "curl", "tmux"} <= set(lock["apt"])
-    ok("fetch", bundle)
+    cache = tmp_path / "cache"
+    ca, key = tmp_path / "corp-ca.pem", tmp_path / "corp-ca.key"
+    subprocess.run([*OPENSSL_REQ, "-keyout", str(key), "-out", str(ca)], check=True, capture_output=True)
     with temporary_tag(docker_client, "ubuntu-on-debian") as tag:
-        ok("build", bundle, "--tag", tag, "--quiet")  # no --base-image: the profile's own base
+        # A profile ref: rendered into the cache, its wheelhouse fetched, then built, in one command.
+        # No --base-image: the profile's own [base] image.  An extra CA, as behind TLS interception.
+        built = envbuild(
+            "build", profile, "--tag", tag, "--quiet", "--ca-cert", ca, env={"XDG_CACHE_HOME": str(cache)}
+        )
+        assert built.returncode == 0, built.stderr
+        (bundle,) = (cache / "envbuild" / "bundles").iterdir()
+        lock = json.loads((bundle / "envbuild.lock.json").read_text())
+        assert lock["base_image"] == BASE_IMAGE and {"git", "curl", "tmux"} <= set(lock["apt"])
+        assert (bundle / "tools" / "SHA256SUMS").is_file() and (bundle / f"build-{slug(tag)}.log").is_file()
         out = tmp_path / "runs"
         proc = envbuild("validate", "--image", tag, "--out", out)
         assert proc.returncode == 0, proc.stderr
@@ -214,6 +237,13 @@ def test_ubuntu_preparation_on_the_local_base(docker_client: Any, tmp_path: Path
         assert set(status.values()) <= {"passed", "skipped"}
         tools = docker_client.containers.run(tag, ["bash", "-c", "git --version && tmux -V"], remove=True)
         assert b"git version" in tools and b"tmux" in tools
+        # The CA is trusted system-wide in the image (update-ca-certificates ran), and only there.
+        body = "".join(ca.read_text().strip().splitlines()[1:-1])
+        bundle_pem = docker_client.containers.run(
+            tag, ["cat", "/etc/ssl/certs/ca-certificates.crt"], remove=True
+        )
+        assert body in "".join(bundle_pem.decode().split())
+        assert not list((bundle / "certs").glob("*.crt"))
 
 
 def test_container_structure_test(pytorch_cpu: Built) -> None:

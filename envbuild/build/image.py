@@ -76,8 +76,8 @@ def build_image(
     with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as context_file:
         info = write_context(bundle, context_file, wheelhouse=wheelhouse, ca_certs=certs)
         context_file.seek(0)
-        tmp_log = log_path.with_name(log_path.name + ".part")
-        with tmp_log.open("w", encoding="utf-8") as log:
+        # Written as the build goes (tail -f works); an interrupted build says so in its last line.
+        with log_path.open("w", encoding="utf-8") as log:
             log.write(f"# envbuild build {bundle} --tag {tag}\n")
             log.write(f"# context: {info.files} files, {info.bytes} bytes, sha256 {info.sha256}\n")
             log.write(f"# wheels: {info.wheels}, tool wheels: {info.tools}, extra CA certs: {len(certs)}\n")
@@ -104,9 +104,9 @@ def build_image(
             except Exception as exc:  # docker.errors.APIError, requests errors: the engine went away
                 stream.error = stream.error or f"the engine failed during the build: {exc}"
                 log.write(f"ERROR: {stream.error}\n")
-            finally:
-                log.flush()
-        tmp_log.replace(log_path)
+            except KeyboardInterrupt:
+                log.write("INTERRUPTED: the build was stopped by the user\n")
+                raise
     seconds = time.monotonic() - started
     if stream.error is not None or stream.image_id is None:
         raise BuildError(_failure_message(stream, log_path))
