@@ -9,7 +9,7 @@ from packaging.version import Version
 from envbuild.plan.blender import optix_driver
 from envbuild.plan.context import Context
 from envbuild.plan.findings import Findings
-from envbuild.plan.suggest import suggest_cuda, suggest_rocm
+from envbuild.plan.suggest import newer_toolkit, suggest_cuda, suggest_rocm
 from envbuild.plan.versions import cubin_covers, driver_at_least, max_driver, ptx_covers
 
 _BACKEND_VENDOR = {"cuda": "nvidia", "rocm": "amd"}
@@ -99,12 +99,18 @@ def check_toolkit_minimums(ctx: Context, out: Findings) -> None:
         if card.vendor == "nvidia" and tk and card.min_cuda and Version(tk.version) < Version(card.min_cuda):
             out.error(
                 "E-TOOLKIT-TOO-OLD",
-                f"{card.name} needs CUDA >= {card.min_cuda}; the plan uses CUDA {tk.version}",
+                f"{card.name} needs CUDA >= {card.min_cuda}; the plan uses CUDA {tk.version}. "
+                + newer_toolkit(ctx, card.min_cuda, cuda=True),
             )
         if card.vendor == "amd" and rv and card.min_rocm and Version(rv.version) < Version(card.min_rocm):
-            msg = f"{card.name} needs ROCm >= {card.min_rocm}; the plan uses ROCm {rv.version}"
-            if card.min_rocm_tier == "unconfirmed":
-                out.warning("W-ROCM-TOO-OLD", msg + " (minimum unconfirmed)")
+            unconfirmed = card.min_rocm_tier == "unconfirmed"
+            note = " (minimum unconfirmed)" if unconfirmed else ""
+            msg = (
+                f"{card.name} needs ROCm >= {card.min_rocm}{note}; "
+                f"the plan uses ROCm {rv.version}. " + newer_toolkit(ctx, card.min_rocm, cuda=False)
+            )
+            if unconfirmed:
+                out.warning("W-ROCM-TOO-OLD", msg)
             else:
                 out.error("E-ROCM-TOO-OLD", msg)
         if (

@@ -163,3 +163,18 @@ def suggest_rocm(ctx: Context, card: CardEntry) -> str:
         f"torch {first[0]} ({'/'.join(first[1])}) is the first release with {card.arch} kernels; "
         "use it or newer"
     )
+
+
+def newer_toolkit(ctx: Context, minimum: str, *, cuda: bool) -> str:
+    """``Set accelerator.version = "12.8"`` when this torch release has a variant new enough."""
+    if ctx.release is not None and ctx.patch is not None:
+        if cuda:
+            names = [cuda_name(w.variant)[5:] for w in cuda_wheels_for(ctx.release, ctx.patch.version)]
+        else:
+            names = [w.variant.removeprefix("rocm") for w in ctx.release.rocm]
+        ok = [n for n in names if Version(n) >= Version(minimum)]
+        if ok:
+            return f"Set accelerator.version to {version_choices(ok)}"
+        return f"torch {ctx.patch.version} has no such variant: choose a newer torch.version"
+    kind = "CUDA" if cuda else "ROCm"
+    return f"Set accelerator.version to a {kind} version >= {minimum}"
