@@ -83,15 +83,23 @@ def _device(ctx: Context, out: Findings, s: BlenderSeries, device: str, card: Ca
         cc = card.cc
         if device == "OPTIX":
             if cc < _cc(s.optix_min_cc):
-                out.error("E-BLENDER-DEVICE", f"{name}: OptiX needs compute capability >= {s.optix_min_cc}")
+                out.error(
+                    "E-BLENDER-DEVICE",
+                    f"{name}: OptiX needs compute capability >= {s.optix_min_cc}; use the CPU device",
+                )
             elif ctx.driver and not driver_at_least(ctx.driver, s.optix_min_driver):
                 out.error(
                     "E-BLENDER-OPTIX-DRIVER",
-                    f"{name}: OptiX needs driver >= {s.optix_min_driver}; driver {ctx.driver} is older",
+                    f"{name}: OptiX needs driver >= {s.optix_min_driver}; driver {ctx.driver} is older. "
+                    f"Order a machine with driver >= {s.optix_min_driver}, or use the CUDA device",
                 )
             return
         if cc < _cc(s.cuda_min_cc):
-            out.error("E-BLENDER-DEVICE", f"{name}: CUDA needs compute capability >= {s.cuda_min_cc}")
+            out.error(
+                "E-BLENDER-DEVICE",
+                f"{name}: CUDA needs compute capability >= {s.cuda_min_cc}; use the CPU device or an older "
+                "Blender",
+            )
             return
         cubins = [_sm(c) for c in s.cuda_cubins]
         if any(c[0] == cc[0] and c[1] <= cc[1] for c in cubins):
