@@ -4,15 +4,22 @@
 the sourced catalog (``envbuild.catalog``) and returns every finding at once.  Unknown target ids and
 malformed ``--driver`` values are usage errors (:class:`envbuild.errors.UsageError`).
 
-Decisions (documented here, tested in tests/test_plan_*.py):
+Decisions (documented here, tested in tests/test_plan_*.py and tests/test_compat_review.py):
 
 * ``targets`` (from the CLI) replace ``profile.accelerator.targets``; a cpu profile without targets
   plans for the ``cpu`` pseudo-card.  ``--target H100`` means ``h100`` (card ids are lowercase).
 * backend cuda/rocm on a card of the other vendor, or on ``cpu``, is an error; backend ``cpu`` on a
   GPU card is a warning (the card would sit idle, nothing breaks).
 * without ``accelerator.version`` the CUDA variant is the PyPI default of the release, unless that
-  build lacks cubins for a target and another published variant has them (an info says so); ROCm
-  takes the newest published ROCm variant.
+  build lacks cubins for a target or has no nvidia/cuda image for ``base.os`` and another published
+  variant has both (an info says so); ROCm takes the newest published variant that carries the
+  targets' gfx and has a ROCm image for the OS.
+* versions compare as PEP 440 versions: ``2.7.1.0`` / ``v2.7.1`` are 2.7.1, ``2.7`` is the newest 2.7
+  patch; pre-releases, dev and post releases are refused (they live on /whl/test or /whl/nightly).
+  ``accelerator.version`` ``12.8.x`` keeps the cu128 wheels and the catalog's 12.8.1 image; ROCm
+  ``6.3.x`` selects rocm6.3 and ``6.2`` selects rocm6.2.4 (an info names what was used).
+* requirement lines whose PEP 508 marker is false on the image (CPython X.Y, Linux x86_64) are
+  skipped by the wheel-tag, torch-family and hash checks, as pip skips them.
 * ``compiles`` is true when torch is declared and ``validate.compile_extensions`` is on, or when a
   requirement must be built (VCS URL, sdist URL, ``--no-binary``); it selects the devel/complete base.
 """
