@@ -25,10 +25,13 @@ def check_vendor(ctx: Context, out: Findings) -> None:
         )
     for card in ctx.cards:
         if card.host_arch != "x86_64":
+            same = [c.id for c in ctx.catalog.cards if c.arch == card.arch and c.host_arch == "x86_64"]
+            alt = f"e.g. {' or '.join(same)} ({card.arch})" if same else "see `envbuild targets`"
             out.error(
                 "E-HOST-ARCH",
                 f"{card.name} ({card.id}) sits on an {card.host_arch} host; envbuild renders x86_64 images "
-                "that cannot run there. Choose an x86_64 card (b200, h100, ...).",
+                "that cannot run there (PyTorch's aarch64 CUDA wheels start at 2.9 and need an aarch64 "
+                f"image). Choose an x86_64 card: {alt}.",
             )
         if backend == "cpu":
             if card.vendor != "cpu":
