@@ -160,10 +160,13 @@ def rich_progress(stream: BuildStream, label: str, enabled: bool = True) -> Iter
             step = stream.current
             if step is None:
                 return
-            text = step.instruction if len(step.instruction) <= 70 else step.instruction[:67] + "..."
+            # The spinner, bar, N/M and elapsed columns keep their room; the tag only fits when wide.
+            head = f"{label}  " if console.width >= 100 + len(label) else ""
+            room = max(12, console.width - len(head) - 60)
+            text = step.instruction if len(step.instruction) <= room else step.instruction[: room - 3] + "..."
             progress.update(
                 task,
-                description=f"{label}  step {step.number}/{step.total}: {text}",
+                description=f"{head}step {step.number}/{step.total}: {text}",
                 total=step.total,
                 completed=step.number - 1,
             )
