@@ -499,6 +499,34 @@ def test_hash_mode_ignores_lines_the_marker_excludes(tmp_path: Path) -> None:
     assert "E-HASH-MODE" not in {f["code"] for f in data["findings"]}, data["findings"]
 
 
+def test_requirements_file_from_another_variant(tmp_path: Path) -> None:
+    # §1 index URL pattern .../whl/<variant> and local tag +<variant>: a file written for cu118 (a real
+    # pattern: --extra-index-url plus +cu118 pins) meets a cu128 plan; a freeze of nvidia-* pins warns
+    (tmp_path / "requirements.txt").write_text(
+        "--extra-index-url https://download.pytorch.org/whl/cu118\n"
+        "-f https://download.pytorch.org/whl/torch_stable.html\n"
+        'torch==2.7.1+cu118 ; sys_platform == "linux"\n'
+        'torch==2.7.1 ; sys_platform == "darwin"\n'
+        "torchvision==0.22.1\n"
+        "nvidia-cudnn-cu12==9.5.1.17\n",
+        encoding="utf-8",
+    )
+    path = write_profile(tmp_path, version="12.8")
+    path.write_text(
+        path.read_text().replace("packages = []", 'packages = []\nrequirements = ["requirements.txt"]')
+    )
+    code, data = run_check(path)
+    by_code: dict[str, list[str]] = {}
+    for f in data["findings"]:
+        by_code.setdefault(f["code"], []).append(f["message"])
+    assert code == 1
+    assert (
+        len(by_code["E-REQ-CONFLICT"]) == 1 and "+cu118" in by_code["E-REQ-CONFLICT"][0]
+    )  # darwin line skipped
+    assert len(by_code["W-TORCH-INDEX"]) == 1 and "cu118" in by_code["W-TORCH-INDEX"][0]
+    assert "W-NVIDIA-PIN" in by_code and "I-REQ-SUPERSEDED" in by_code
+
+
 # ---- sweeps: compat-facts tables re-typed by hand -------------------------------------------------------
 
 # §1 "Linux CUDA wheels (index)" per patch release, † cu129 per version

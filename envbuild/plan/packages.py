@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
@@ -202,6 +204,28 @@ def _user_line(
     return False
 
 
+_VARIANT = re.compile(r"^(cu\d+|rocm\d+(\.\d+)*|cpu|xpu)$")
+_TORCH_INDEX = re.compile(r"https?://download\.pytorch\.org/whl/(?:(?:test|nightly)/)?([a-z0-9.]+)/?")
+
+
+def _check_torch_index(ctx: Context, out: Findings, line: RequirementLine) -> None:
+    """A user option naming another variant's PyTorch index (``.../whl/cu118``) than the plan's."""
+    if ctx.patch is None or ctx.variant is None:
+        return
+    for match in _TORCH_INDEX.finditer(line.text):
+        variant = match.group(1)
+        if variant in {ctx.variant, "torch_stable.html"} or not re.match(
+            r"^(cu\d+|rocm[\d.]+|cpu|xpu)$", variant
+        ):
+            continue
+        out.warning(
+            "W-TORCH-INDEX",
+            f"{line.origin}: {line.text!r} adds the PyTorch {variant} index, but the plan installs "
+            f"{ctx.torch_label} from the {ctx.variant} index; other packages published there (xformers, "
+            f"nvidia-*, ...) could come in built for {variant}: drop the line, envbuild adds the right index",
+        )
+
+
 def check_requirement_urls(ctx: Context, out: Findings) -> tuple[bool, bool]:
     """Direct URLs: wheels must fit the image; sdists/VCS need building.  Returns (builds, vcs)."""
     builds = vcs = False
@@ -214,6 +238,8 @@ def check_requirement_urls(ctx: Context, out: Findings) -> tuple[bool, bool]:
                 f"{line.origin}: {line.text!r} would replace pip's primary index; the torch variant index "
                 "must stay primary, so the rendered requirements carry it as --extra-index-url",
             )
+        if line.kind == "option":
+            _check_torch_index(ctx, out, line)
         if line.kind != "requirement":
             continue
         try:
