@@ -53,6 +53,8 @@ def write_profile(tmp: Path, **kw: Any) -> Path:
     if o.get("version"):
         lines.append(f"version = {_toml(o['version'])}")
     lines += ["[python]", f"version = {_toml(o['python'])}", f"packages = {_toml(o['packages'])}"]
+    if o.get("requirements"):
+        lines.append(f"requirements = {_toml(o['requirements'])}")
     if o["torch"]:
         lines += ["[torch]", f"version = {_toml(o['torch'])}", f"packages = {_toml(o['companions'])}"]
     if o.get("blender"):
@@ -491,9 +493,8 @@ def test_hash_mode_ignores_lines_the_marker_excludes(tmp_path: Path) -> None:
     h = "sha256:" + "a" * 64
     req = tmp_path / "requirements.txt"
     req.write_text(f"numpy==2.2.6 --hash={h}\nfoo==1.0 ; sys_platform == 'win32'\n", encoding="utf-8")
-    path = write_profile(tmp_path, torch=None, backend="cpu", targets=["cpu"])
-    path.write_text(
-        path.read_text().replace("packages = []", 'packages = []\nrequirements = ["requirements.txt"]')
+    path = write_profile(
+        tmp_path, torch=None, backend="cpu", targets=["cpu"], requirements=["requirements.txt"]
     )
     _, data = run_check(path)
     assert "E-HASH-MODE" not in {f["code"] for f in data["findings"]}, data["findings"]
@@ -511,10 +512,7 @@ def test_requirements_file_from_another_variant(tmp_path: Path) -> None:
         "nvidia-cudnn-cu12==9.5.1.17\n",
         encoding="utf-8",
     )
-    path = write_profile(tmp_path, version="12.8")
-    path.write_text(
-        path.read_text().replace("packages = []", 'packages = []\nrequirements = ["requirements.txt"]')
-    )
+    path = write_profile(tmp_path, version="12.8", requirements=["requirements.txt"])
     code, data = run_check(path)
     by_code: dict[str, list[str]] = {}
     for f in data["findings"]:
