@@ -428,13 +428,13 @@ CASES: list[Case] = [
         set(),
         (),
     ),
-    # fixed: "4.5" rendered blender-4.5-linux-x64.tar.xz, a URL that does not exist
+    # fixed: "4.5" rendered blender-4.5-linux-x64.tar.xz, a URL that does not exist; now 4.5.0 + a warning
     (
         "blender-no-patch",
         {"kind": "blender", "torch": None, "blender": "4.5", "devices": ["OPTIX"]},
         (),
-        False,
-        {"E-BLENDER-VERSION"},
+        True,
+        {"W-BLENDER-PATCH"},
         set(),
         ("4.5.0",),
     ),
@@ -487,6 +487,18 @@ def test_blender_optix_5x_raises_the_driver_to_order(tmp_path: Path) -> None:
     keys["blender"] = "4.2.3"  # 4.x: OptiX driver >= 495.89 (manual 4.x), below the toolkit's
     _, data = run_check(write_profile(tmp_path, **keys))
     assert data["plan"]["min_driver"] == "520.61.05"
+
+
+def test_blender_series_downloads_its_x_y_0_release(tmp_path: Path) -> None:
+    # §6 downloads: .../Blender<MAJOR.MINOR>/blender-<X.Y.Z>-linux-x64.tar.xz needs a full version
+    _, data = run_check(write_profile(tmp_path, kind="blender", torch=None, blender="4.5", devices=["OPTIX"]))
+    plan = data["plan"]
+    assert plan["blender_version"] == "4.5.0"
+    assert (
+        plan["blender_url"]
+        == "https://download.blender.org/release/Blender4.5/blender-4.5.0-linux-x64.tar.xz"
+    )
+    assert plan["blender_sha256_url"].endswith("/Blender4.5/blender-4.5.0.sha256")
 
 
 def test_hash_mode_ignores_lines_the_marker_excludes(tmp_path: Path) -> None:

@@ -45,18 +45,16 @@ def check_blender(ctx: Context, out: Findings) -> tuple[str | None, str | None, 
         return version, None, None
     if series.tier == "unconfirmed":
         out.warning("W-BLENDER-UNCONFIRMED", f"Blender {series.series}: {series.source}")
-    url: str | None
-    sha: str | None
     if len(version.split(".")) < 3:
-        url = sha = None
-        out.error(
-            "E-BLENDER-VERSION",
-            f"blender.version {version!r} names a series, not a release: the download "
-            f"(blender-X.Y.Z-linux-x64.tar.xz) needs the full version, e.g. '{version}.0'; see "
-            f"https://download.blender.org/release/Blender{series.series}/ for its releases",
+        full = f"{version}.0"
+        out.warning(
+            "W-BLENDER-PATCH",
+            f"blender.version {version!r} names a series: envbuild downloads {full} (every Blender series "
+            f"starts at X.Y.0); pin the newest patch from "
+            f"https://download.blender.org/release/Blender{series.series}/ to get its fixes",
         )
-    else:
-        url, sha = ctx.catalog.blender_urls(version)
+        version = full
+    url, sha = ctx.catalog.blender_urls(version)
     for device in ctx.profile.blender.devices:
         for card in ctx.cards:
             _device(ctx, out, series, device, card)

@@ -15,7 +15,6 @@ CODES: dict[str, str] = {
     "E-BLENDER-HIP-UNSUPPORTED": "Blender ships no HIP kernels for the card (AMD Instinct)",
     "E-BLENDER-OPTIX-DRIVER": "the driver is older than Blender's OptiX minimum",
     "E-BLENDER-UNKNOWN": "the Blender series is not in the catalog",
-    "E-BLENDER-VERSION": "blender.version lacks the patch number the download URL needs",
     "E-COMPANION-INVALID": "a torch.packages entry is not a requirement",
     "E-COMPANION-MISMATCH": "a companion pin does not match the torch release or backend",
     "E-COMPANION-UNAVAILABLE": "no companion release exists for this torch (torchaudio >= 2.12)",
@@ -40,6 +39,7 @@ CODES: dict[str, str] = {
     # warnings: works, with a cost or a risk worth knowing before ordering
     "W-ARCH-PTX-JIT": "a target runs the wheel only by JIT-compiling its +PTX",
     "W-BASE-OS": "no toolkit resolved for a GPU backend; plain OS image used",
+    "W-BLENDER-PATCH": "blender.version names a series; its X.Y.0 release is downloaded",
     "W-BLENDER-PTX-JIT": "Blender CUDA runs on the card only via PTX JIT",
     "W-BLENDER-UNCONFIRMED": "the Blender series' kernel lists are not confirmed",
     "W-DRIVER-MINOR-COMPAT": "the driver runs the toolkit only under minor-version compatibility",
