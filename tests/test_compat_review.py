@@ -392,6 +392,35 @@ CASES: list[Case] = [
         {"W-NVIDIA-PIN"},
         (),
     ),
+    # §3 "Blackwell GPUs additionally need ... CUDA >= 12.8" binds what is built with the toolkit; Blender
+    # ships its own kernels (§6), so an old CUDA image is a warning there, an error with torch
+    (
+        "blender-b200-cuda11.8",
+        {
+            "kind": "blender",
+            "torch": None,
+            "blender": "4.5.3",
+            "devices": ["OPTIX"],
+            "targets": ["b200"],
+            "version": "11.8",
+            "os": "ubuntu22.04",
+            "python": "3.10",
+        },
+        (),
+        True,
+        {"W-TOOLKIT-OLD"},
+        {"E-TOOLKIT-TOO-OLD"},
+        (),
+    ),
+    (
+        "torch-b200-cuda12.6",
+        {"version": "12.6", "targets": ["b200"]},
+        (),
+        False,
+        {"E-TOOLKIT-TOO-OLD", "E-ARCH-MISSING"},
+        set(),
+        ("Set accelerator.version to 12.8",),
+    ),
     # §6 "sm_120 added in 4.4"; fixed: Blender 4.0/4.1/4.3/4.4 were unknown series
     (
         "blender-4.4-5090",

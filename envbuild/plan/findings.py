@@ -51,6 +51,7 @@ CODES: dict[str, str] = {
     "W-NVIDIA-PIN": "a user pin of an nvidia-* runtime wheel next to a planned torch",
     "W-PYTHON-EXPERIMENTAL": "the Python version is experimental for the torch release",
     "W-ROCM-TOO-OLD": "the ROCm version may be older than the card needs (minimum unconfirmed)",
+    "W-TOOLKIT-OLD": "the image's CUDA toolkit predates the card, but nothing in it uses the toolkit",
     "W-TORCH-INDEX": "a user option adds the PyTorch index of another variant than the plan's",
     "W-TORCH-LOCAL": "torch.version carries a local tag that envbuild ignores",
     "W-TORCH-UNCONFIRMED": "the torch release's wheels are not confirmed in a source",

@@ -100,11 +100,15 @@ def check_toolkit_minimums(ctx: Context, out: Findings) -> None:
     for card in ctx.gpu_cards:
         tk, rv = ctx.toolkit, ctx.rocm
         if card.vendor == "nvidia" and tk and card.min_cuda and Version(tk.version) < Version(card.min_cuda):
-            out.error(
-                "E-TOOLKIT-TOO-OLD",
-                f"{card.name} needs CUDA >= {card.min_cuda}; the plan uses CUDA {tk.version}. "
-                + newer_toolkit(ctx, card.min_cuda, cuda=True),
-            )
+            msg = f"{card.name} needs CUDA >= {card.min_cuda}; the plan uses CUDA {tk.version}. "
+            if ctx.patch is not None or ctx.compiles:
+                out.error("E-TOOLKIT-TOO-OLD", msg + newer_toolkit(ctx, card.min_cuda, cuda=True))
+            else:  # nothing in the image runs or builds CUDA code (Blender ships its own kernels)
+                out.warning(
+                    "W-TOOLKIT-OLD",
+                    msg + "Nothing in this image is built with it, so only the driver matters; set "
+                    f"accelerator.version >= {card.min_cuda} before adding CUDA code",
+                )
         if card.vendor == "amd" and rv and card.min_rocm and Version(rv.version) < Version(card.min_rocm):
             unconfirmed = card.min_rocm_tier == "unconfirmed"
             note = " (minimum unconfirmed)" if unconfirmed else ""
