@@ -116,7 +116,8 @@ def check_glibc(ctx: Context, out: Findings) -> None:
             "E-GLIBC",
             f"torch {ctx.release.series} Linux wheels need glibc >= {need} "
             f"(manylinux_2_{need.split('.')[1]}); "
-            f"{ctx.os.name} has {ctx.os.glibc}",
+            f"{ctx.os.name} has {ctx.os.glibc}; set base.os to one of "
+            + choices(o.id for o in ctx.catalog.oses if version_tuple(o.glibc) >= version_tuple(need)),
         )
 
 
