@@ -78,3 +78,38 @@ def test_build_without_engine_exits_3_before_rendering(tmp_path: Path) -> None:
     assert "cannot reach the Docker engine at unix:///nonexistent/docker.sock" in proc.stderr
     assert "scripts/docker-engine.sh" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "envbuild").exists()  # nothing rendered, nothing fetched
+
+
+@pytest.fixture()
+def tiny(tmp_path: Path) -> Path:
+    bundle = tmp_path / "tiny"
+    shutil.copytree(TINY, bundle)
+    return bundle
+
+
+def test_engine_unreachable_exits_3(tiny: Path) -> None:
+    proc = envbuild("build", str(tiny), "--tag", "envbuild-test/x:1")
+    assert proc.returncode == 3
+    assert "cannot reach the Docker engine" in proc.stderr
+    assert "scripts/docker-engine.sh" in proc.stderr and "sudo dockerd" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not list(tiny.glob("build-*.log"))
+    proc = envbuild("validate", "--image", "envbuild-test/x:1")
+    assert proc.returncode == 3, proc.stderr
+    assert "cannot reach the Docker engine" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--tag", "Bad Tag"], "--tag: 'Bad Tag' is not a valid image tag"),
+        (["--tag", "x:1", "--base-image", "debian:12\nRUN evil"], "--base-image:"),
+        (["--tag", "x:1", "--network", "container:abc"], "valid choices: bridge, default, host, none"),
+        (["--tag", "x:1", "--ca-cert", str(TINY / "Dockerfile")], "no PEM certificate found"),
+    ],
+)
+def test_bad_build_arguments_exit_2_before_any_work(tiny: Path, args: list[str], message: str) -> None:
+    proc = envbuild("build", str(tiny), *args)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr
+    assert not list(tiny.glob("build-*.log"))

@@ -130,33 +130,3 @@ def test_missing_base_image_fails_at_from(docker_client: Any, tiny: Path) -> Non
         )
         assert proc.returncode == 1
         assert "build failed at step 2/16: FROM ${BASE_IMAGE} AS builder" in proc.stderr
-
-
-def test_engine_unreachable_exits_3(tiny: Path, tmp_path: Path) -> None:
-    proc = envbuild(
-        "build", str(tiny), "--tag", "envbuild-test/x:1", env={"DOCKER_HOST": f"unix://{tmp_path}/no.sock"}
-    )
-    assert proc.returncode == 3
-    assert "cannot reach the Docker engine" in proc.stderr
-    assert "scripts/docker-engine.sh" in proc.stderr and "sudo dockerd" in proc.stderr
-    assert "Traceback" not in proc.stderr
-    proc = envbuild(
-        "validate", "--image", "envbuild-test/x:1", env={"DOCKER_HOST": f"unix://{tmp_path}/no.sock"}
-    )
-    assert proc.returncode == 3, proc.stderr
-
-
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["--tag", "Bad Tag"], "--tag: 'Bad Tag' is not a valid image tag"),
-        (["--tag", "x:1", "--base-image", "debian:12\nRUN evil"], "--base-image:"),
-        (["--tag", "x:1", "--network", "container:abc"], "valid choices: bridge, default, host, none"),
-        (["--tag", "x:1", "--ca-cert", str(TINY / "Dockerfile")], "no PEM certificate found"),
-    ],
-)
-def test_bad_arguments_exit_2_before_any_work(tiny: Path, args: list[str], message: str) -> None:
-    proc = envbuild("build", str(tiny), *args, env={"DOCKER_HOST": "unix:///nonexistent.sock"})
-    assert proc.returncode == 2, proc.stderr
-    assert message in proc.stderr
-    assert not list(tiny.glob("build-*.log"))
