@@ -12,6 +12,7 @@ import pytest
 
 from envbuild.build.certs import load_ca_cert, load_ca_certs
 from envbuild.build.context import FIXED_MTIME, write_context
+from envbuild.build.fetch import write_sha256sums
 from envbuild.errors import BundleError, UsageError
 
 OPENSSL_REQ = (
@@ -102,7 +103,7 @@ def test_external_wheelhouse_replaces_the_bundle_one(bundle: Path, tmp_path: Pat
     house = tmp_path / "house"
     house.mkdir()
     (house / "six-1.17.0-py2.py3-none-any.whl").write_bytes(b"wheel bytes")
-    (house / "SHA256SUMS").write_text("x  six-1.17.0-py2.py3-none-any.whl\n")
+    write_sha256sums(house)
     (house / "notes.txt").write_text("not a wheel")
     entries, data, _ = members(bundle, wheelhouse=house)
     wheel_names = sorted(n for n in entries if n.startswith("wheelhouse/"))
@@ -177,3 +178,23 @@ def test_same_ca_twice_is_added_once(ca_pem: tuple[Path, Path], tmp_path: Path) 
 def test_missing_ca_file(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="cannot read"):
         load_ca_cert(tmp_path / "absent.pem")
+
+
+def test_wheels_are_checked_against_sha256sums(bundle: Path) -> None:
+    house = bundle / "wheelhouse"
+    (house / "six-1.17.0-py2.py3-none-any.whl").write_bytes(b"the fetched bytes")
+    write_sha256sums(house)
+    assert "wheelhouse/six-1.17.0-py2.py3-none-any.whl" in members(bundle)[0]
+    (house / "six-1.17.0-py2.py3-none-any.whl").write_bytes(b"changed after fetch")
+    with pytest.raises(BundleError, match=r"six-1.17.0-py2.py3-none-any.whl: sha256 .* differs from"):
+        members(bundle)
+    write_sha256sums(house)
+    (house / "extra-1.0-py3-none-any.whl").write_bytes(b"dropped in by hand")
+    with pytest.raises(BundleError, match=r"extra-1.0-py3-none-any.whl: not listed in"):
+        members(bundle)
+    (house / "extra-1.0-py3-none-any.whl").unlink()
+    (house / "six-1.17.0-py2.py3-none-any.whl").unlink()
+    with pytest.raises(
+        BundleError, match=r"lists wheelhouse/six-1.17.0-py2.py3-none-any.whl, which is missing"
+    ):
+        members(bundle)

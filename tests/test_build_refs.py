@@ -48,12 +48,12 @@ def test_slug() -> None:
     assert slug("envbuild/x:1.0") == "envbuild-x-1.0"
 
 
-@pytest.mark.parametrize(("value", "expected"), [("all", -1), ("1", 1), ("8", 8), (None, None)])
+@pytest.mark.parametrize(("value", "expected"), [("all", -1), ("1", 1), ("8", 8), ("none", 0), (None, None)])
 def test_parse_gpus(value: str | None, expected: int | None) -> None:
     assert parse_gpus(value) == expected
 
 
-@pytest.mark.parametrize("value", ["0", "-1", "two", "all,1", ""])
+@pytest.mark.parametrize("value", ["0", "-1", "two", "all,1", "", "None"])
 def test_parse_gpus_rejects(value: str) -> None:
-    with pytest.raises(UsageError, match=r"--gpus: .*'all' or a number"):
+    with pytest.raises(UsageError, match=r"--gpus: .*'all', a number of GPUs >= 1, or 'none'"):
         parse_gpus(value)

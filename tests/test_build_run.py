@@ -71,3 +71,5 @@ def test_device_options_per_backend() -> None:
     rocm = device_options(LOCK.model_copy(update={"backend": "rocm"}), None)
     assert rocm == {"devices": ["/dev/kfd:/dev/kfd:rwm", "/dev/dri:/dev/dri:rwm"], "group_add": ["video"]}
     assert device_options(LOCK, 1)["device_requests"][0]["Count"] == 1  # explicit --gpus on a cpu lock
+    assert device_options(LOCK.model_copy(update={"backend": "cuda"}), 0) == {}  # --gpus none
+    assert device_options(LOCK.model_copy(update={"backend": "rocm"}), 0) == {}

@@ -92,12 +92,15 @@ class _Writer:
         self.files += 1
         self.tar.addfile(_info(name, kind=tarfile.REGTYPE, size=len(data), mode=mode), io.BytesIO(data))
 
-    def add_file(self, name: str, path: Path) -> None:
+    def add_file(self, name: str, path: Path) -> str:
+        """Add ``path`` as ``name``; return the sha256 of the bytes that went in."""
         mode = 0o755 if path.stat().st_mode & 0o111 else 0o644
         self.names.add(name)
         self.files += 1
         with path.open("rb") as handle:
-            self.tar.addfile(_info(name, kind=tarfile.REGTYPE, size=path.stat().st_size, mode=mode), handle)
+            reader = _HashingReader(handle)
+            self.tar.addfile(_info(name, kind=tarfile.REGTYPE, size=path.stat().st_size, mode=mode), reader)
+        return reader.digest.hexdigest()
 
     def add_symlink(self, name: str, target: str) -> None:
         self.names.add(name)
@@ -124,37 +127,47 @@ def write_context(
     matcher = PatternMatcher(_ignore_patterns(bundle))
     hasher = _HashingWriter(out)
     writer = _Writer(hasher)  # type: ignore[arg-type]
-    wheels = tools = 0
-    for path in _walk(bundle):
-        rel = path.relative_to(bundle).as_posix()
-        if matcher.matches(rel):
-            continue
-        if external is not None and rel.startswith("wheelhouse/") and rel != "wheelhouse/.keep":
-            continue
-        if path.is_symlink():
-            target = path.resolve()
-            if not target.is_relative_to(bundle):
-                raise BundleError(f"{path}: symbolic link points outside the bundle ({target}); refusing it")
-            writer.add_symlink(rel, str(path.readlink()))
-        elif path.is_dir():
-            writer.add_dir(rel)
-        elif path.is_file():
-            writer.add_file(rel, path)
-            wheels += rel.startswith("wheelhouse/") and rel.endswith(".whl")
-            tools += rel.startswith("tools/") and rel.endswith(".whl")
-        else:
-            raise BundleError(f"{path}: not a regular file or directory; remove it from the bundle")
-    if external is not None:
-        writer.add_dir("wheelhouse")
-        for path in sorted(external.iterdir(), key=lambda p: p.name):
-            if path.is_file() and (path.suffix == ".whl" or path.name == "SHA256SUMS"):
-                writer.add_file(f"wheelhouse/{path.name}", path)
-                wheels += path.suffix == ".whl"
-    if ca_certs:
-        writer.add_dir("certs")
-        for cert in ca_certs:
-            writer.add_bytes(f"certs/{cert.name}", cert.pem)
-    writer.tar.close()
+    try:
+        wheels = tools = 0
+        added: dict[str, str] = {}  # "wheelhouse/x.whl" -> sha256 of what went into the context
+        for path in _walk(bundle):
+            rel = path.relative_to(bundle).as_posix()
+            if matcher.matches(rel):
+                continue
+            if external is not None and rel.startswith("wheelhouse/") and rel != "wheelhouse/.keep":
+                continue
+            if path.is_symlink():
+                target = path.resolve()
+                if not target.is_relative_to(bundle):
+                    raise BundleError(
+                        f"{path}: symbolic link points outside the bundle ({target}); refusing it"
+                    )
+                writer.add_symlink(rel, str(path.readlink()))
+            elif path.is_dir():
+                writer.add_dir(rel)
+            elif path.is_file():
+                digest = writer.add_file(rel, path)
+                if rel.endswith(".whl"):
+                    added[rel] = digest
+                wheels += rel.startswith("wheelhouse/") and rel.endswith(".whl")
+                tools += rel.startswith("tools/") and rel.endswith(".whl")
+            else:
+                raise BundleError(f"{path}: not a regular file or directory; remove it from the bundle")
+        if external is not None:
+            writer.add_dir("wheelhouse")
+            for path in sorted(external.iterdir(), key=lambda p: p.name):
+                if path.is_file() and (path.suffix == ".whl" or path.name == "SHA256SUMS"):
+                    digest = writer.add_file(f"wheelhouse/{path.name}", path)
+                    if path.suffix == ".whl":
+                        added[f"wheelhouse/{path.name}"] = digest
+                    wheels += path.suffix == ".whl"
+        _check_sums(added, {"wheelhouse": external or bundle / "wheelhouse", "tools": bundle / "tools"})
+        if ca_certs:
+            writer.add_dir("certs")
+            for cert in ca_certs:
+                writer.add_bytes(f"certs/{cert.name}", cert.pem)
+    finally:
+        writer.tar.close()  # also on a refusal: the partial context is discarded by the caller
     return ContextInfo(
         files=writer.files,
         bytes=hasher.size,
@@ -163,6 +176,48 @@ def write_context(
         tools=tools,
         certs=tuple(c.name for c in ca_certs),
     )
+
+
+def _check_sums(added: dict[str, str], folders: dict[str, Path]) -> None:
+    """Wheels must match the ``SHA256SUMS`` that ``envbuild fetch`` wrote, when there is one."""
+    for prefix, folder in folders.items():
+        sums_path = folder / "SHA256SUMS"
+        if not sums_path.is_file():
+            continue
+        listed: dict[str, str] = {}
+        for number, line in enumerate(sums_path.read_text(encoding="utf-8").splitlines(), start=1):
+            digest, sep, name = line.partition("  ")
+            if not sep or len(digest) != 64:
+                raise BundleError(f"{sums_path}:{number}: not a sha256sum line; re-run `envbuild fetch`")
+            listed[f"{prefix}/{name}"] = digest
+        for name, digest in sorted(added.items()):
+            if not name.startswith(prefix + "/"):
+                continue
+            if name not in listed:
+                raise BundleError(
+                    f"{folder}/{name.split('/', 1)[1]}: not listed in {sums_path}; re-run `envbuild fetch`"
+                )
+            if listed[name] != digest:
+                raise BundleError(
+                    f"{folder}/{name.split('/', 1)[1]}: sha256 {digest} differs from {sums_path} "
+                    f"({listed[name]}); the wheel changed since `envbuild fetch`"
+                )
+        missing = sorted(set(listed) - set(added))
+        if missing:
+            raise BundleError(
+                f"{sums_path}: lists {', '.join(missing)}, which is missing; re-run `envbuild fetch`"
+            )
+
+
+class _HashingReader:
+    def __init__(self, inner: IO[bytes]) -> None:
+        self.inner = inner
+        self.digest = hashlib.sha256()
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.inner.read(size)
+        self.digest.update(data)
+        return data
 
 
 class _HashingWriter:

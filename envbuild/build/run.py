@@ -40,20 +40,24 @@ class ImageRun:
 
 
 def parse_gpus(value: str | None) -> int | None:
-    """``all`` -> -1, ``N`` -> N (>= 1), None -> None."""
+    """``all`` -> -1, ``N`` -> N (>= 1), ``none`` -> 0 (no device flags at all), None -> None."""
     if value is None:
         return None
     if value == "all":
         return -1
+    if value == "none":
+        return 0
     if value.isdigit() and int(value) >= 1:
         return int(value)
-    raise UsageError(f"--gpus: {value!r} is not valid; use 'all' or a number of GPUs >= 1")
+    raise UsageError(f"--gpus: {value!r} is not valid; use 'all', a number of GPUs >= 1, or 'none'")
 
 
 def device_options(lock: Lock, gpus: int | None) -> dict[str, Any]:
     """Keyword arguments for ``containers.create`` that expose the lock's accelerators."""
     from docker.types import DeviceRequest
 
+    if gpus == 0:  # --gpus none: run without devices (the accelerator stage then says what is missing)
+        return {}
     if lock.backend == "rocm":
         return {"devices": ["/dev/kfd:/dev/kfd:rwm", "/dev/dri:/dev/dri:rwm"], "group_add": ["video"]}
     if lock.backend == "cuda" or gpus is not None:

@@ -120,7 +120,7 @@ def validate_command(
     "--image", default=None, help="validate inside a container of this image (report copied to --out)"
 )
 @click.option(
-    "--gpus", default=None, metavar="all|N", help="with --image: GPUs to expose (default all for CUDA)"
+    "--gpus", default=None, metavar="all|N|none", help="with --image: GPUs to expose (default all for CUDA)"
 )
 @handle_errors
 def validate_cmd(
