@@ -77,6 +77,8 @@ def test_build_tiny_with_wheelhouse_and_ca_cert(docker_client: Any, tiny: Path, 
         proc = envbuild("build", str(tiny), "--tag", tag, "--base-image", BASE_IMAGE, "--ca-cert", str(cert))
         assert proc.returncode == 0, proc.stderr
         assert f"built {tag}" in proc.stdout
+        assert "tools holds no wheels, so the image gets no validator" in proc.stderr  # fetched --no-tools
+        assert "wheelhouse holds no wheels" not in proc.stderr
         log = tiny / f"build-{tag.replace('/', '-').replace(':', '-')}.log"
         text = log.read_text()
         assert "Step 6/16 : RUN mkdir -p /opt/venv" in text and "tiny: 1 wheel(s) installed" in text
@@ -113,6 +115,7 @@ def test_failing_step_is_named_with_its_output(docker_client: Any, tiny: Path) -
         proc = envbuild("build", str(tiny), "--tag", tag, "--base-image", BASE_IMAGE, "-q")
         assert proc.returncode == 1, proc.stderr
         err = proc.stderr
+        assert "wheelhouse holds no wheels, so pip inside the build needs the package index" in err
         assert "build failed at step 6/16: RUN mkdir -p /opt/venv" in err
         assert "returned a non-zero code: 2" in err
         assert "  | tiny: about to fail" in err

@@ -144,6 +144,17 @@ def build_command(
     if do_fetch:
         fetched = fetch(bundle, wheelhouse, say=_say)
         _say(f"fetched {len(fetched.wheels)} wheel(s) + {len(fetched.tools)} tool wheel(s)")
+    house = wheelhouse if wheelhouse is not None else bundle / "wheelhouse"
+    if not any(house.glob("*.whl")):
+        _say(
+            f"warning: {house} holds no wheels, so pip inside the build needs the package index "
+            f"(and, behind TLS interception, --ca-cert); `envbuild fetch {bundle}` makes the build offline"
+        )
+    if not any((bundle / "tools").glob("*.whl")):
+        _say(
+            f"warning: {bundle / 'tools'} holds no wheels, so the image gets no validator "
+            f"(/usr/local/bin/envbuild); `envbuild fetch {bundle}` adds it"
+        )
     built = build_image(
         bundle,
         tag,
