@@ -133,3 +133,16 @@ def test_missing_base_image_fails_at_from(docker_client: Any, tiny: Path) -> Non
         )
         assert proc.returncode == 1
         assert "build failed at step 2/16: FROM ${BASE_IMAGE} AS builder" in proc.stderr
+
+
+def test_validate_image_without_validator_is_a_clear_error(
+    docker_client: Any, tiny: Path, tmp_path: Path
+) -> None:
+    with temporary_tag(docker_client, "tiny-novalidator") as tag:
+        build_image(tiny, tag, base_image=BASE_IMAGE, progress=False)
+        proc = envbuild("validate", "--image", tag, "--out", str(tmp_path / "runs"))
+        assert proc.returncode == 1, proc.stderr
+        assert f"--image {tag}: cannot start the validator" in proc.stderr
+        assert "the image has no validator at /usr/local/bin/envbuild" in proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert not docker_client.containers.list(all=True, filters={"ancestor": tag})  # removed

@@ -183,7 +183,17 @@ def validate_image(
         hint = " (is the NVIDIA container toolkit installed?)" if lock.backend == "cuda" or count else ""
         raise BuildError(f"--image {tag}: cannot create the container{hint}: {exc}") from None
     try:
-        container.start()
+        try:
+            container.start()
+        except Exception as exc:  # docker.errors.APIError: typically no validator in the image
+            detail = getattr(exc, "explanation", None) or str(exc)
+            hint = ""
+            if VALIDATOR_IN_IMAGE in detail or "no such file" in detail.lower():
+                hint = (
+                    f"; the image has no validator at {VALIDATOR_IN_IMAGE}: run `envbuild fetch BUNDLE` "
+                    "(it fills tools/) and rebuild"
+                )
+            raise BuildError(f"--image {tag}: cannot start the validator: {detail}{hint}") from None
         pump = threading.Thread(target=_pump_logs, args=(container, echo), daemon=True)
         pump.start()
         try:
