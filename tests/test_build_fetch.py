@@ -6,6 +6,7 @@ import base64
 import csv
 import hashlib
 import io
+import json
 import shutil
 import subprocess
 import sys
@@ -162,3 +163,18 @@ def test_self_wheel_installs_with_pip(tmp_path: Path) -> None:
         cwd=tmp_path,
     ).stdout.strip()
     assert out == str(target / "envbuild" / "_data" / "templates")
+
+
+def test_wheels_follow_the_lock_python_not_the_host(tmp_path: Path) -> None:
+    """The host runs 3.11; a lock for Ubuntu 24.04 / Python 3.12 gets cp312 wheels."""
+    bundle = tmp_path / "tiny"
+    shutil.copytree(TINY, bundle)
+    lock = json.loads((bundle / "envbuild.lock.json").read_text())
+    lock.update(os="ubuntu24.04", os_release_id="ubuntu", os_release_version="24.04", python_version="3.12")
+    (bundle / "envbuild.lock.json").write_text(json.dumps(lock))
+    fetch(bundle)
+    (core,) = [p.name for p in (bundle / "tools").glob("pydantic_core-*.whl")]
+    assert "-cp312-cp312-" in core
+    supported = image_tags((3, 12), "ubuntu24.04")
+    for path in (bundle / "tools").glob("*.whl"):
+        assert parse_wheel_filename(path.name)[3] & supported, path.name
