@@ -37,7 +37,7 @@ def _pip_view(path: Path) -> list[tuple[str, tuple[str, ...], str]]:
     from pip._internal.req.constructors import install_req_from_parsed_requirement
     from pip._internal.req.req_file import parse_requirements
 
-    out = []
+    out: list[tuple[str, tuple[str, ...], str]] = []
     for parsed in parse_requirements(str(path), session=PipSession()):
         if parsed.constraint:
             continue
@@ -238,3 +238,66 @@ def test_packages_get_profile_origins(tmp_path: Path) -> None:
         ("numpy", "profile:python.packages[0]"),
         ("six", "profile:python.packages[1]"),
     ]
+
+
+def test_requirement_after_an_option_is_refused_not_dropped(tmp_path: Path) -> None:
+    errors = _errors(tmp_path, "--extra-index-url https://pypi.nvidia.com nvidia-dali-cuda120\n")
+    assert len(errors) == 1
+    assert "'nvidia-dali-cuda120' follows an option" in errors[0]
+    assert "own line" in errors[0]
+
+
+def test_marker_of_a_plain_name_may_hold_a_slash(tmp_path: Path) -> None:
+    lines = _lines(tmp_path, 'foo;platform_release=="5.15/x"\n')
+    assert [line.text for line in lines] == ['foo; platform_release == "5.15/x"']
+
+
+@pytest.mark.parametrize(
+    ("constraints", "needle"),
+    [
+        ("foo==${VERSION}\n", "${VAR}"),
+        ("foo @ https://user:pw@h.example/foo-1.0.tar.gz\n", "credentials"),
+        ("-e .\n", "editable"),
+        ("-r other.txt\n", "inside a constraints file"),
+        ("-c other.txt\n", "inside a constraints file"),
+        ("./local\n", "local path"),
+    ],
+)
+def test_constraints_file_is_checked_like_a_requirements_file(
+    tmp_path: Path, constraints: str, needle: str
+) -> None:
+    errors = _errors(tmp_path, "x==1\n-c c.txt\n", {"c.txt": constraints, "other.txt": "y==1\n"})
+    assert len(errors) == 1, errors
+    assert errors[0].startswith(f"{tmp_path}/c.txt: python.requirements[0] line 1: ")
+    assert needle in errors[0]
+
+
+def test_constraints_lines_are_not_installed(tmp_path: Path) -> None:
+    lines = _lines(tmp_path, "x==1\n-c c.txt\n", {"c.txt": "y==2 --hash=sha256:" + "0" * 64 + "\n"})
+    assert [(line.kind, line.text) for line in lines] == [("requirement", "x==1"), ("option", "-c c.txt")]
+
+
+@pytest.mark.parametrize(
+    ("data", "needle"),
+    [
+        (b"\xff\xfe" + "x==1\n".encode("utf-16-le") + b"\x00\xd8", "not valid utf-16-le"),
+        (b"# -*- coding: klingon -*-\nx==1\n", "unknown encoding 'klingon'"),
+        (b"caf\xe9==1\n", "not UTF-8 text"),
+    ],
+)
+def test_undecodable_files_are_issues(tmp_path: Path, data: bytes, needle: str) -> None:
+    (tmp_path / "requirements.txt").write_bytes(data)
+    (tmp_path / "p.toml").write_text(
+        'name = "p"\nkind = "custom"\n[python]\nrequirements = ["requirements.txt"]\n'
+    )
+    with pytest.raises(ProfileError) as info:
+        load_profile(str(tmp_path / "p.toml"))
+    assert needle in str(info.value)
+
+
+def test_coding_line_is_honoured_like_pip(tmp_path: Path) -> None:
+    (tmp_path / "requirements.txt").write_bytes(b"# -*- coding: latin-1 -*-\nx==1  # caf\xe9\n")
+    (tmp_path / "p.toml").write_text(
+        'name = "p"\nkind = "custom"\n[python]\nrequirements = ["requirements.txt"]\n'
+    )
+    assert [line.text for line in load_profile(str(tmp_path / "p.toml")).python.lines] == ["x==1"]

@@ -8,7 +8,7 @@ credentials or tokens (in the user info, a query parameter, or a well-known toke
 from __future__ import annotations
 
 import re
-from urllib.parse import SplitResult, parse_qsl, urlsplit
+from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
@@ -84,9 +84,11 @@ def parse_requirement(arg: str) -> tuple[str, str]:
 
 def _bare_location(text: str) -> str:
     """pip accepts a bare URL or path as a requirement; rewrite URLs as ``name @ url``, refuse paths."""
-    location, sep, marker = text.partition("; ")
+    is_url = SCHEME_RE.match(text.strip()) is not None
+    # pip's split: a URL's marker follows "; " (a URL may hold ";"), a plain name's follows ";"
+    location, sep, marker = text.partition("; " if is_url else ";")
     location = location.strip()
-    if not SCHEME_RE.match(location):
+    if not is_url:
         looks_like_path = location.startswith((".", "/", "~")) or "/" in location or "\\" in location
         if looks_like_path or location.endswith((".whl", ".zip", ".tar.gz", ".tar.bz2")):
             raise LineError(
@@ -102,7 +104,7 @@ def _bare_location(text: str) -> str:
     name = params.get("egg")
     kept = "&".join(p for p in fragment.split("&") if p and not p.startswith("egg="))
     if name is None:
-        filename = _split_url(url).path.rsplit("/", 1)[-1]
+        filename = unquote(_split_url(url).path.rsplit("/", 1)[-1])  # torch-2.1.2%2Bcu121-...whl
         try:
             if filename.endswith(".whl"):
                 name = str(parse_wheel_filename(filename)[0])

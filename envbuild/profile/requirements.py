@@ -50,6 +50,14 @@ MAX_INCLUDE_DEPTH = 16
 _COMMENT_RE = re.compile(r"(^|\s+)#.*$")
 _HASH_RE = {"sha256": 64, "sha384": 96, "sha512": 128}
 _HOST_RE = re.compile(r"[A-Za-z0-9.-]+(?::[0-9]+)?|\[[0-9a-fA-F:]+\](?::[0-9]+)?")
+_BOMS = (
+    (b"\xef\xbb\xbf", "utf-8"),
+    (b"\xff\xfe\x00\x00", "utf-32-le"),
+    (b"\x00\x00\xfe\xff", "utf-32-be"),
+    (b"\xff\xfe", "utf-16-le"),
+    (b"\xfe\xff", "utf-16-be"),
+)
+_CODING_RE = re.compile(rb"coding[:=]\s*([-\w.]+)")
 _BINARY_RE = re.compile(r":all:|:none:|[A-Za-z0-9._-]+(?:,[A-Za-z0-9._-]+)*")
 
 # long option -> takes a value?  Short aliases map onto long ones.
@@ -91,6 +99,7 @@ class _State:
     on_file: Callable[[Place, bytes], None]
     stack: list[str] = field(default_factory=list)
     lines: list[RequirementLine] = field(default_factory=list)
+    constraints: bool = False  # reading a -c file: checked, its lines are not installed
 
 
 def _logical_lines(text: str) -> list[tuple[int, str]]:
@@ -119,6 +128,37 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
     return [(n, line) for n, line in cleaned if line]
 
 
+def decode(data: bytes) -> str:
+    """pip's ``auto_decode``: a BOM (UTF-8/16/32), else a ``# -*- coding: X -*-`` line, else UTF-8.
+
+    pip falls back to the locale's encoding; envbuild does not (it would read differently on
+    another machine) and says so.
+    """
+    for bom, codec in _BOMS:
+        if data.startswith(bom):
+            try:
+                return data[len(bom) :].decode(codec)
+            except UnicodeDecodeError as exc:
+                raise LineError(
+                    f"not valid {codec} text after its BOM: {exc.reason} at byte {exc.start}"
+                ) from None
+    codec = "UTF-8"
+    for line in data.split(b"\n")[:2]:
+        found = _CODING_RE.search(line) if line.lstrip().startswith(b"#") else None
+        if found:
+            codec = found.group(1).decode("ascii")
+            break
+    try:
+        return data.decode(codec)
+    except LookupError:
+        raise LineError(f"unknown encoding {codec!r} in its coding line") from None
+    except UnicodeDecodeError as exc:
+        raise LineError(
+            f"not {codec} text: {exc.reason} at byte {exc.start} (save it as UTF-8, "
+            "or name the encoding in a '# -*- coding: NAME -*-' first line)"
+        ) from None
+
+
 def _split_options(options: str) -> list[tuple[str, str | None]]:
     try:
         tokens = shlex.split(options)
@@ -130,6 +170,11 @@ def _split_options(options: str) -> list[tuple[str, str | None]]:
         token = tokens[i]
         i += 1
         name, eq, value = token.partition("=") if token.startswith("--") else (token, "", "")
+        if not token.startswith("-"):
+            raise LineError(
+                f"{token!r} follows an option on the same line, where pip silently ignores it: "
+                "put each requirement on its own line"
+            )
         if not token.startswith("--") and token[:2] in _SHORT:
             name, value, eq = _SHORT[token[:2]], token[2:], "=" if len(token) > 2 else ""
         if name.startswith("--") and name not in _OPTIONS and name not in _PER_REQUIREMENT:
@@ -181,9 +226,17 @@ def _option_line(name: str, value: str | None, place: Place, state: _State, orig
             target = place.child(value)
         except PlaceError as exc:
             raise LineError(f"{name}: {exc}") from None
+        if state.constraints:
+            raise LineError(
+                f"{name} inside a constraints file is not supported: envbuild copies a constraints file "
+                "into the bundle on its own; put its lines in that one file"
+            )
         short = "-r" if name == "--requirement" else "-c"
         if name == "--constraint":
-            state.on_file(target, target.read())
+            # pip reads the file at build time: check it like a requirements file (no ${VAR}, no
+            # credentials, no -e, no local paths), keep only the option line
+            check = _State(state.issues, state.key, state.on_file, list(state.stack), constraints=True)
+            _parse_file(target, check)
             state.lines.append(RequirementLine(kind="option", text=f"-c {shlex.quote(value)}", origin=origin))
             return
         state.lines.append(
@@ -221,14 +274,9 @@ def _parse_file(place: Place, state: _State) -> None:
         raise LineError(f"-r includes nest deeper than {MAX_INCLUDE_DEPTH}")
     try:
         data = place.read()
-        text = data.decode("utf-8-sig")
-    except PlaceError as exc:
+        text = decode(data)
+    except (PlaceError, LineError) as exc:
         state.issues.append(Issue(place.display, state.key, str(exc)))
-        return
-    except UnicodeDecodeError as exc:
-        state.issues.append(
-            Issue(place.display, state.key, f"not UTF-8 text: {exc.reason} at byte {exc.start}")
-        )
         return
     state.on_file(place, data)
     state.stack.append(place.label)
