@@ -73,6 +73,16 @@ _SECRET_VALUE_RE = re.compile(
 )
 _URL_PASSWORD_RE = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]*:[^/\s@]*@")
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+# Characters that change what a reader sees without being visible: C1 controls (NEL splits lines for
+# Python's splitlines), line/paragraph separators, bidirectional overrides ("Trojan Source"),
+# zero-width space/word joiner and a stray BOM.  ZWJ/ZWNJ stay allowed (emoji, Indic scripts).
+_INVISIBLE_RE = re.compile(
+    "[\x80-\x9f\u061c\u200b\u200e\u200f\u2028\u2029\u202a-\u202e\u2060\u2066-\u2069\ufeff]"
+)
+
+
+def _clip(value: str, limit: int = 60) -> str:
+    return value if len(value) <= limit else value[: limit - 3] + "..."
 
 
 def did_you_mean(value: str, valid: Iterable[str]) -> str:
@@ -82,13 +92,25 @@ def did_you_mean(value: str, valid: Iterable[str]) -> str:
 
 
 def has_control(value: str) -> bool:
-    """True when ``value`` holds a newline, NUL or another control character (tab allowed)."""
-    return _CONTROL_RE.search(value) is not None
+    """True when ``value`` holds a newline, NUL, another control character (tab allowed) or an
+    invisible/direction-changing Unicode character."""
+    return _CONTROL_RE.search(value) is not None or _INVISIBLE_RE.search(value) is not None
 
 
-def check_text(value: str, *, max_len: int = 1024) -> str | None:
-    if has_control(value):
-        return "must not contain newlines, NUL or other control characters"
+def check_text(value: str, *, max_len: int = 1024, allow_tab: bool = False) -> str | None:
+    """Free text (descriptions, env values, argv items): one line, visible characters only.
+
+    A tab is refused except in argv items: a description or env value lands in a Dockerfile
+    ``LABEL``/``ENV`` where the renderer refuses every control character.
+    """
+    invisible = _INVISIBLE_RE.search(value)
+    if invisible:
+        return (
+            f"must not contain invisible or direction-changing characters "
+            f"(found U+{ord(invisible.group()):04X} at position {invisible.start()})"
+        )
+    if has_control(value) or ("\t" in value and not allow_tab):
+        return "must not contain newlines, tabs, NUL or other control characters"
     if len(value) > max_len:
         return f"is too long ({len(value)} characters, at most {max_len})"
     return None
@@ -194,11 +216,11 @@ def check_python_version(value: str) -> str | None:
 
 
 def check_pep440(value: str, *, what: str) -> str | None:
-    if has_control(value) or value != value.strip():
-        return f"{value!r} is not a valid {what}"
+    if has_control(value) or value != value.strip() or len(value) > 64:
+        return f"{_clip(value)!r} is not a valid {what}"
     try:
         parsed = Version(value)
-    except InvalidVersion:
+    except (InvalidVersion, ValueError):  # ValueError: a release number too long to convert
         return f"{value!r} is not a valid {what} (PEP 440), e.g. '2.7.1'"
     if parsed.local is not None:
         return (
@@ -231,7 +253,10 @@ def check_rel_path(value: str) -> str | None:
     if value == "":
         return "path is empty"
     if has_control(value) or "\\" in value:
-        return "path must not contain control characters or backslashes"
+        return (
+            f"{_clip(value)!r}: a path must not contain control characters or backslashes; "
+            "use forward slashes, relative to the profile's folder"
+        )
     if value.startswith("/"):
         return f"{value!r} is absolute: use a path relative to the profile's folder"
     if value.startswith("~"):

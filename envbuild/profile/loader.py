@@ -75,6 +75,14 @@ class _Load:
         except tomllib.TOMLDecodeError as exc:
             self.issues.append(Issue(place.display, "", f"not valid TOML: {exc}"))
             return None
+        except RecursionError:
+            self.issues.append(
+                Issue(place.display, "", "not a usable profile: arrays or tables nest too deeply")
+            )
+            return None
+        except ValueError as exc:  # e.g. an integer with more digits than Python converts
+            self.issues.append(Issue(place.display, "", f"not a usable profile: {exc}"))
+            return None
         doc, issues = check_document(place.display, raw)
         self.issues.extend(issues)
         return _Layer(place, ident, doc)

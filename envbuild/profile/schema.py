@@ -57,13 +57,17 @@ def _range(low: float, high: float, *, strict_low: bool = False) -> Check:
 
 
 def _extends(value: str) -> str | None:
+    if "://" in value or value.startswith(("http:", "https:", "file:")):
+        return (
+            f"{value!r} is a URL: extends takes a built-in profile name or a .toml path relative to this file"
+        )
     if "/" in value or value.endswith(".toml"):
         return f.check_rel_path(value)
     return f.check_name(value, what="built-in profile name")
 
 
 def _argv_item(value: str) -> str | None:
-    return f.check_text(value, max_len=4096)
+    return f.check_text(value, max_len=4096, allow_tab=True)
 
 
 def _json_key(value: str) -> str | None:
@@ -79,6 +83,7 @@ def _json_key(value: str) -> str | None:
 class Spec:
     type: str  # "str", "int", "number", "bool", "list", "strmap", "jsonmap"
     check: Check | None = None  # for lists and maps: applied to each item / value
+    unique: bool = False  # lists: an entry listed twice is an error (it would be built or tested twice)
 
 
 KIND_CHOICES: tuple[str, ...] = get_args(Kind)
@@ -97,7 +102,7 @@ TABLES: dict[str, dict[str, Spec]] = {
     "accelerator": {
         "backend": Spec("str", _enum(BACKEND_CHOICES, "backend")),
         "version": Spec("str", f.check_accel_version),
-        "targets": Spec("list", f.check_target),
+        "targets": Spec("list", f.check_target, unique=True),
     },
     "python": {
         "version": Spec("str", f.check_python_version),
@@ -110,7 +115,7 @@ TABLES: dict[str, dict[str, Spec]] = {
     },
     "blender": {
         "version": Spec("str", f.check_blender_version),
-        "devices": Spec("list", _enum(DEVICE_CHOICES, "Blender device")),
+        "devices": Spec("list", _enum(DEVICE_CHOICES, "Blender device"), unique=True),
     },
     "system": {"apt": Spec("list", f.check_apt)},
     "resources": {
@@ -177,6 +182,8 @@ class _Checker:
             ok = True
             for i, item in enumerate(value):
                 problem = spec.check(item) if spec.check else None
+                if problem is None and spec.unique and item in value[:i]:
+                    problem = f"{item!r} is listed twice (also at [{value.index(item)}])"
                 if problem:
                     self.add(f"{key}[{i}]", problem)
                     ok = False
@@ -263,7 +270,10 @@ def _keyname(key: str) -> str:
 
 
 def _short(value: Any) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an int with more digits than Python converts to text
+        return "(a number too long to show)"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
