@@ -17,6 +17,7 @@ from envbuild.profile.fields import SECRET_HINT, has_control, secret_key_reason,
 
 ENV_VAR_RE = re.compile(r"\$\{[^}]*\}")
 SCHEME_RE = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://")
+_FILE_SYNTAX_RE = re.compile(r"\s#| -")  # what pip's requirements-file reader would cut or split at
 _VCS_PREFIXES = ("git+", "hg+", "svn+", "bzr+")
 
 ENV_VAR_MSG = (
@@ -39,8 +40,8 @@ def _split_url(url: str) -> SplitResult:
 
 
 def check_url(url: str, *, allow_ssh_user: bool = False) -> None:
-    if has_control(url) or " " in url:
-        raise LineError(f"URL {url!r} contains spaces or control characters")
+    if has_control(url) or " " in url or "\\" in url:
+        raise LineError(f"URL {url!r} contains spaces, backslashes or control characters")
     parts = _split_url(url)
     if parts.password is not None or (parts.username is not None and not allow_ssh_user):
         raise LineError(f"URL for host {parts.hostname!r} carries credentials: {SECRET_HINT}")
@@ -79,7 +80,13 @@ def parse_requirement(arg: str) -> tuple[str, str]:
         if scheme not in ("https", "http") and not scheme.startswith(_VCS_PREFIXES):
             raise LineError(f"URL scheme {scheme!r} is not supported: use https://, or git+https:// for VCS")
         check_url(req.url, allow_ssh_user=scheme.endswith("+ssh"))
-    return str(req), canonicalize_name(req.name)
+    text = str(req)
+    if text.endswith("\\") or _FILE_SYNTAX_RE.search(text):
+        raise LineError(
+            f"{text!r} would not read back unchanged from the requirements file envbuild writes: pip takes "
+            "' #' as a comment, ' -' as an option and a trailing '\\' as a line continuation"
+        )
+    return text, canonicalize_name(req.name)
 
 
 def _bare_location(text: str) -> str:
