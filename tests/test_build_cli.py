@@ -113,3 +113,25 @@ def test_bad_build_arguments_exit_2_before_any_work(tiny: Path, args: list[str],
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr
     assert not list(tiny.glob("build-*.log"))
+
+
+def test_profile_cache_folder_follows_the_rendered_bundle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from envbuild.cli._build import render_cached, resolve_source
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    first, result = resolve_source("ubuntu", ())
+    again, _ = resolve_source("ubuntu", ())
+    assert (
+        result is not None and first == again and first.parent == tmp_path / "cache" / "envbuild" / "bundles"
+    )
+    render_cached(first, result, (), force=False)
+    (first / "wheelhouse" / "fetched-1.0-py3-none-any.whl").write_bytes(b"kept")
+    render_cached(first, result, (), force=False)  # reused as is: the fetched wheelhouse stays
+    assert (first / "wheelhouse" / "fetched-1.0-py3-none-any.whl").read_bytes() == b"kept"
+    profile = tmp_path / "more.toml"
+    profile.write_text('name = "ubuntu"\nkind = "ubuntu"\nextends = "ubuntu"\n\n[system]\napt = ["jq"]\n')
+    changed, _ = resolve_source(str(profile), ())
+    assert changed != first and changed.name.startswith("ubuntu-")
+    assert not changed.exists()  # resolving writes nothing

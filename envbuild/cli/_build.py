@@ -44,12 +44,19 @@ def _cache_root() -> Path:
     return Path(base) / "envbuild" / "bundles"
 
 
+def _render_command(result: CheckResult, targets: tuple[str, ...]) -> str:
+    return " ".join(["envbuild", "render", result.plan.profile.name, *(f"--target {t}" for t in targets)])
+
+
 def resolve_source(ref: str, targets: tuple[str, ...]) -> tuple[Path, CheckResult | None]:
     """``ref`` as a bundle folder (result None), or a profile checked and bound for the cache.
 
-    Reads and checks only; nothing is written.  Returns (bundle directory, check result).
+    A profile's cache folder is named after the sha256 of the bundle it renders to (every file, in
+    memory), so a changed profile, template or envbuild gives a new folder, and an unchanged one
+    reuses its fetched wheelhouse.  Reads and checks only; nothing is written.
     """
-    from envbuild import __version__
+    import hashlib
+
     from envbuild.build.refs import slug
     from envbuild.errors import UsageError
 
@@ -60,11 +67,17 @@ def resolve_source(ref: str, targets: tuple[str, ...]) -> tuple[Path, CheckResul
         return path, None
     from envbuild.plan import check
     from envbuild.profile import load_profile
+    from envbuild.render import render_files
 
     profile = load_profile(ref)
     result = check(profile, targets=list(targets) or None)
+    files, executable = render_files(result, _render_command(result, targets))
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        digest.update(f"{name}\0{len(files[name])}\0{name in executable}\0".encode())
+        digest.update(files[name])
     ids = "-".join(card.id for card in result.plan.targets) or "none"
-    return _cache_root() / f"{profile.name}-{slug(ids)}-{profile.sha256[:12]}-{__version__}", result
+    return _cache_root() / f"{profile.name}-{slug(ids)}-{digest.hexdigest()[:16]}", result
 
 
 def render_cached(bundle: Path, result: CheckResult, targets: tuple[str, ...], force: bool) -> None:
@@ -72,9 +85,7 @@ def render_cached(bundle: Path, result: CheckResult, targets: tuple[str, ...], f
     from envbuild.render import render_bundle
 
     if not (bundle / "envbuild.lock.json").is_file():
-        name = result.plan.profile.name
-        command = " ".join(["envbuild", "render", name, *(f"--target {t}" for t in targets)])
-        render_bundle(result, bundle, command=command, force=force)
+        render_bundle(result, bundle, command=_render_command(result, targets), force=force)
 
 
 @cli.command("build")
