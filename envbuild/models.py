@@ -296,4 +296,6 @@ def read_lock(path: Path) -> Lock:
     except ValidationError as exc:
         first = exc.errors()[0]
         key = ".".join(str(p) for p in first["loc"])
-        raise LockError(f"{path}: {key or '(top level)'}: {first['msg']} (expected format {LOCK_FORMAT})") from None
+        raise LockError(
+            f"{path}: {key or '(top level)'}: {first['msg']} (expected format {LOCK_FORMAT})"
+        ) from None

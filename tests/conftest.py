@@ -19,11 +19,11 @@ def docker_client() -> Iterator[object]:
     try:
         client = docker.from_env()
         client.ping()
-    except Exception as exc:  # noqa: BLE001 - any failure to reach the engine fails the test
+    except Exception as exc:  # any failure to reach the engine fails the test
         pytest.fail(f"Docker engine not reachable ({exc}); run scripts/docker-engine.sh", pytrace=False)
     try:
         client.images.get(BASE_IMAGE)
-    except Exception:  # noqa: BLE001
+    except Exception:
         pytest.fail(f"base image {BASE_IMAGE} missing; run scripts/base-image.sh", pytrace=False)
     yield client
     client.close()
