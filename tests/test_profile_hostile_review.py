@@ -35,7 +35,7 @@ TOML_CASES: list[tuple[str, str, str, str]] = [
     ("datetime", "description = 1979-05-27T07:32:00Z\n", "description", "must be a string"),
     ("deep-array", "x = " + "[" * 5000 + "]" * 5000 + "\n", "", "nest too deeply"),
     ("deep-table", "[" + ".".join(["a"] * 2000) + "]\n", "a", "valid keys"),
-    ("lookalike-name", "", "name", "profile name"),  # HEAD replaced: Cyrillic 'р'
+    ("lookalike-name", "", "name", "profile name"),  # the name is in HEADS
     ("lookalike-apt", '[system]\napt = ["g\u0456t"]\n', "system.apt[0]", "Debian package name"),
     ("fullwidth-digits", '[python]\nversion = "3.\uff11\uff11"\n', "python.version", "MAJOR.MINOR"),
     ("arabic-digits", '[accelerator]\nversion = "\u0661\u0662.8"\n', "accelerator.version", "MAJOR.MINOR"),
@@ -96,12 +96,16 @@ TOML_CASES: list[tuple[str, str, str, str]] = [
         "python.packages[0]",
         "backslashes",
     ),
+    ("name-trailing-dash", "", "name", "image name envbuild/train-"),
     ("extends-url", 'extends = "https://evil.example/p.toml"\n', "extends", "URL"),
     ("extends-list", 'extends = ["pytorch", "blender"]\n', "extends", "must be a string"),
     ("extends-empty", 'extends = ""\n', "extends", "built-in profile name"),
     ("extends-dotdot", 'extends = "pytorch/../blender"\n', "extends", "'..'"),
 ]
-LOOKALIKE_HEAD = 'name = "\u0440ytorch"\nkind = "custom"\n'
+HEADS = {
+    "lookalike-name": 'name = "\u0440ytorch"\nkind = "custom"\n',  # Cyrillic 'р'
+    "name-trailing-dash": 'name = "train-"\nkind = "custom"\n',
+}
 
 
 def _write(folder: Path, text: str, head: str = HEAD) -> Path:
@@ -129,13 +133,13 @@ def _cli_refuses(path: Path, out: Path, reporter: Path, key: str) -> None:
     assert not out.exists()
 
 
-@pytest.mark.parametrize(
-    ("text", "key", "needle"), [c[1:] for c in TOML_CASES], ids=[c[0] for c in TOML_CASES]
-)
-def test_hostile_toml_is_named_by_file_and_key(tmp_path: Path, text: str, key: str, needle: str) -> None:
+@pytest.mark.parametrize(("case", "text", "key", "needle"), TOML_CASES, ids=[c[0] for c in TOML_CASES])
+def test_hostile_toml_is_named_by_file_and_key(
+    tmp_path: Path, case: str, text: str, key: str, needle: str
+) -> None:
     project = tmp_path / "project"
     project.mkdir()
-    path = _write(project, text, LOOKALIKE_HEAD if key == "name" else HEAD)
+    path = _write(project, text, HEADS.get(case, HEAD))
     issues = _issues(path)
     assert [(i.file, i.key) for i in issues] == [(str(path), key)], issues
     assert needle in issues[0].message

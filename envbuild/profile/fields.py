@@ -45,6 +45,7 @@ _IPV6 = r"\[(?:[a-fA-F0-9:]+)\]"
 _DOMAIN = rf"(?:{_DOMAIN_NAME}|{_IPV6})(?::[0-9]+)?"
 _TAG = r"[\w][\w.-]{0,127}"
 _DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+IMAGE_COMPONENT_RE = re.compile(_PATH_COMPONENT, re.ASCII)
 IMAGE_RE = re.compile(
     rf"(?P<name>(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)(?::{_TAG})?(?:@{_DIGEST})?",
     re.ASCII,
@@ -122,6 +123,17 @@ def check_name(value: str, *, what: str = "a name") -> str | None:
     if not NAME_RE.fullmatch(value):
         return f"{value!r} is not a valid {what}: use [a-z0-9][a-z0-9._-]* (lowercase letters, digits, . _ -)"
     return None
+
+
+def check_profile_name(value: str) -> str | None:
+    """A profile name is also the repository part of the image name (``envbuild/<name>:<hash>``)."""
+    problem = check_name(value, what="profile name")
+    if problem is None and not IMAGE_COMPONENT_RE.fullmatch(value):
+        return (
+            f"{value!r} is not a valid profile name: it becomes the image name envbuild/{value}, so letters "
+            "and digits must be joined by '.', '_', '__' or dashes, with no separator at either end"
+        )
+    return problem
 
 
 def check_target(value: str) -> str | None:

@@ -92,7 +92,7 @@ BACKEND_CHOICES: tuple[str, ...] = get_args(Backend)
 DEVICE_CHOICES: tuple[str, ...] = get_args(BlenderDevice)
 
 TOP: dict[str, Spec] = {
-    "name": Spec("str", lambda v: f.check_name(v, what="profile name")),
+    "name": Spec("str", f.check_profile_name),
     "kind": Spec("str", _enum(KIND_CHOICES, "kind")),
     "extends": Spec("str", _extends),
     "description": Spec("str", lambda v: f.check_text(v, max_len=500)),
