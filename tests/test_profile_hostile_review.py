@@ -299,3 +299,44 @@ def test_every_problem_of_a_hostile_file_comes_at_once(tmp_path: Path) -> None:
         "env.HF_TOKEN",
         "torch.version",
     ]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "x" + " " * 3_000_000 + "y\n",  # pip's comment regex is quadratic on a run of blanks
+        "x @ https://h.example/" + "a" * 3_000_000 + " y\n",  # the password-in-URL regex was too
+        "x==${" + "${" * 1_000_000 + "\n",
+    ],
+    ids=["blank-run", "letter-run", "dollar-brace-run"],
+)
+def test_huge_hostile_lines_are_refused_quickly_with_a_short_message(tmp_path: Path, body: str) -> None:
+    import time
+
+    (tmp_path / "r.txt").write_text(body, encoding="utf-8")
+    path = _write(tmp_path, '[python]\nrequirements = ["r.txt"]\n')
+    started = time.monotonic()
+    issues = _issues(path)
+    assert time.monotonic() - started < 30  # was hours before the linear-time rewrite
+    assert [i.key for i in issues] == ["python.requirements[0] line 1"]
+    assert len(str(issues[0])) < 1200 and "characters in all" in issues[0].message
+
+
+def test_huge_values_give_short_messages(tmp_path: Path) -> None:
+    huge = "A" * 1_000_000 + "!"
+    text = f'[base]\nimage = "{huge}"\n[env]\n"{huge}" = "1"\n[accelerator]\ntargets = ["{huge}"]\n'
+    issues = _issues(_write(tmp_path, text))
+    assert len(issues) == 3
+    assert all(len(str(issue)) < 1200 + len(str(tmp_path)) for issue in issues)
+
+
+def test_a_huge_valid_url_is_checked_for_secrets_in_linear_time(tmp_path: Path) -> None:
+    import time
+
+    (tmp_path / "r.txt").write_text(
+        "x @ https://h.example/" + "a" * 3_000_000 + ".tar.gz\n", encoding="utf-8"
+    )
+    started = time.monotonic()
+    lines = load_profile(str(_write(tmp_path, '[python]\nrequirements = ["r.txt"]\n'))).python.lines
+    assert time.monotonic() - started < 30
+    assert [line.name for line in lines] == ["x"]

@@ -164,7 +164,7 @@ def load_profile(ref: str | os.PathLike[str]) -> Profile:
     load = _Load()
     layers = load.chain(place, ident)
     if not layers:
-        raise ProfileError(load.issues)
+        raise ProfileError(_clipped(load.issues))
     ordered = list(reversed(layers))
     refs = _rebase_requirements(ordered, builtin)
     origins = [f"extends:{layer.ident}" for layer in ordered[:-1]] + [f"profile:{ident}"]
@@ -176,7 +176,7 @@ def load_profile(ref: str | os.PathLike[str]) -> Profile:
     lines = _requirement_lines(merged, refs, load, ordered[-1])
     app = _app_source(merged, ordered, load)
     if load.issues:
-        raise ProfileError(load.issues)
+        raise ProfileError(_clipped(load.issues))
     data = dict(merged.data)
     data.setdefault("python", {})["lines"] = lines
     if app is not None:
@@ -191,6 +191,19 @@ def load_profile(ref: str | os.PathLike[str]) -> Profile:
     except ValidationError as exc:  # a gap between the schema and the model: report, don't crash
         issues = [Issue(root.place.display, ".".join(map(str, e["loc"])), e["msg"]) for e in exc.errors()]
         raise ProfileError(issues) from None
+
+
+MAX_MESSAGE = 800
+MAX_KEY = 200
+
+
+def _clipped(issues: list[Issue]) -> list[Issue]:
+    """Issues short enough to print: a hostile multi-megabyte value must not flood the terminal."""
+
+    def clip(text: str, limit: int) -> str:
+        return text if len(text) <= limit else f"{text[: limit - 40]}... ({len(text)} characters in all)"
+
+    return [Issue(i.file, clip(i.key, MAX_KEY), clip(i.message, MAX_MESSAGE)) for i in issues]
 
 
 _Ref = tuple[_Layer, str, int]  # declaring layer, path as written, index in that layer's list

@@ -15,7 +15,7 @@ from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel
 
 from envbuild.profile.fields import SECRET_HINT, has_control, secret_key_reason, secret_value_reason
 
-ENV_VAR_RE = re.compile(r"\$\{[^}]*\}")
+ENV_VAR_RE = re.compile(r"\$\{[^}$]*\}")  # "[^}$]": linear time on "${${${..."
 SCHEME_RE = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://")
 _FILE_SYNTAX_RE = re.compile(r"\s#| -")  # what pip's requirements-file reader would cut or split at
 _VCS_PREFIXES = ("git+", "hg+", "svn+", "bzr+")

@@ -102,6 +102,26 @@ class _State:
     constraints: bool = False  # reading a -c file: checked, its lines are not installed
 
 
+def _strip_comment(line: str) -> str:
+    """``_COMMENT_RE.sub("", line)`` (pip's ``(^|\\s+)#.*$``) in linear time.
+
+    The regex retries ``\\s+`` from every blank of a long run: quadratic, so a hostile file with a
+    megabyte of spaces would hang.  The first ``#`` at the start or after a blank begins the comment,
+    together with the blanks before it.
+    """
+    start = 0
+    while True:
+        i = line.find("#", start)
+        if i < 0:
+            return line
+        if i == 0 or line[i - 1].isspace():
+            cut = i
+            while cut > 0 and line[cut - 1].isspace():
+                cut -= 1
+            return line[:cut]
+        start = i + 1
+
+
 def _logical_lines(text: str) -> list[tuple[int, str]]:
     """pip's join_lines + ignore_comments: (first physical line number, logical line)."""
     out: list[tuple[int, str]] = []
@@ -124,7 +144,7 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
             pending.append(line.rstrip("\\"))
     if pending:
         out.append((start, "".join(pending)))
-    cleaned = [(n, _COMMENT_RE.sub("", line).strip()) for n, line in out]
+    cleaned = [(n, _strip_comment(line).strip()) for n, line in out]
     return [(n, line) for n, line in cleaned if line]
 
 
