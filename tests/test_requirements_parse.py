@@ -138,7 +138,7 @@ def test_option_spellings_normalise(tmp_path: Path) -> None:
     body = (
         "-i https://a.example/simple\n--extra-index-url=https://b.example/simple\n-fhttps://c.example/links\n"
     )
-    body += "--no-index\n--require-hashes\n--use-feature=truststore\n--find-links ./wheels\n"
+    body += "--no-index\n--require-hashes\n--use-feature=truststore\n--find-links HTTPS://e.example/w\n"
     body += "--extra-index https://d.example/simple\n--pref\n"
     texts = [line.text for line in _lines(tmp_path, body)]
     assert texts == [
@@ -148,7 +148,7 @@ def test_option_spellings_normalise(tmp_path: Path) -> None:
         "--no-index",
         "--require-hashes",
         "--use-feature truststore",
-        "--find-links ./wheels",
+        "--find-links HTTPS://e.example/w",
         "--extra-index-url https://d.example/simple",
         "--prefer-binary",
     ]
@@ -169,6 +169,9 @@ def test_option_spellings_normalise(tmp_path: Path) -> None:
         ("./local/pkg\n", "local path"),
         ("/abs/pkg-1.0-py3-none-any.whl\n", "local path"),
         ("foo @ file:///tmp/foo.whl\n", "local path"),
+        ("--find-links ./wheels\n", "build context"),
+        ("-f /home/me/wheels\n", "build context"),
+        ("--find-links file:///home/me/wheels\n", "build context"),
         ("--frobnicate\n", "unknown option"),
         ("--no\n", "unknown option"),  # ambiguous prefix: --no-index, --no-binary
         ("foo==1.0 --install-option=--x\n", "not supported"),

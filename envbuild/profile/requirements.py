@@ -14,8 +14,8 @@ What comes out (in file order):
 * ``option``: each global option, normalised to its long form (``--index-url URL``, ``--pre``,
   ``--only-binary :all:``, ``-c constraints.txt`` ...).  A constraints file must exist inside the
   profile's folder; it is read and hashed with the profile.
-* ``--find-links`` keeps local paths as written (pip accepts them; envbuild's own wheelhouse is the
-  supported way to build offline).
+* ``--find-links`` must be an http(s) URL: a local folder is not in the image's build context, and
+  pip would silently skip it there (envbuild's own wheelhouse is the supported way to build offline).
 * ``include``: ``-r other.txt`` (relative to the including file, inside the profile's folder, cycles
   rejected), followed by the included file's own lines.
 
@@ -228,8 +228,13 @@ def _option_line(name: str, value: str | None, place: Place, state: _State, orig
             raise LineError(f"{name} must be an http(s) URL, got {value!r}")
         check_url(value)
     elif name == "--find-links":
-        if SCHEME_RE.match(value):
-            check_url(value)
+        if not value.lower().startswith(("https://", "http://")):
+            raise LineError(
+                f"--find-links {value!r}: a local folder or non-http location is not in the image's build "
+                "context (pip would silently skip it there); put the wheels in the bundle's wheelhouse/ "
+                "or use an https:// URL"
+            )
+        check_url(value)
     elif name == "--trusted-host":
         if not _HOST_RE.fullmatch(value):
             raise LineError(f"--trusted-host {value!r} is not a host[:port]")
