@@ -41,6 +41,19 @@ STRINGS = [
     ".",
     "app",
     "reqs.txt",
+    # from the adversarial review: invisible Unicode, tabs, huge numbers in text, pip file syntax
+    "safe \u202e txt",
+    "a\u200bb",
+    "a\u2028b",
+    "a\tb",
+    "9" * 5000,
+    "numpy; os_name == 'a -r /etc/passwd'",
+    "x @ https://h.example/x-1.0.tar.gz#\\",
+    "train-",
+    "C:\\temp",
+    "a/./../../b",
+    "{{ x }}",
+    "https://evil.example/p.toml",
 ]
 
 
@@ -49,7 +62,7 @@ def _value(rng: random.Random, depth: int = 0) -> Any:
     if roll < 0.35:
         return rng.choice(STRINGS)
     if roll < 0.45:
-        return rng.choice([0, -1, 1, 10**18, True, 1.5, float("nan"), float("inf")])
+        return rng.choice([0, -1, 1, 10**18, 10**40, True, 1.5, -0.0, float("nan"), float("inf")])
     if roll < 0.5:
         return datetime.date(2020, 1, 1)
     if roll < 0.75 and depth < 2:

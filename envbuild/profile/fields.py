@@ -211,7 +211,10 @@ def check_env_value(value: str) -> str | None:
 
 def check_image(value: str) -> str | None:
     if has_control(value) or not value.isascii():
-        return "is not an image reference: control or non-ASCII characters"
+        return (
+            f"{_clip(value)!r} is not an image reference: control or non-ASCII characters; "
+            "use [registry[:port]/]namespace/name[:tag][@sha256:digest]"
+        )
     match = IMAGE_RE.fullmatch(value)
     if not match:
         return (
@@ -219,7 +222,7 @@ def check_image(value: str) -> str | None:
             "use [registry[:port]/]namespace/name[:tag][@sha256:digest]"
         )
     if len(match.group("name")) > 255:
-        return "image name is longer than 255 characters"
+        return f"image name is longer than 255 characters ({len(match.group('name'))})"
     return None
 
 
@@ -265,7 +268,7 @@ def check_module(value: str) -> str | None:
 def check_rel_path(value: str) -> str | None:
     """Syntax of a path that must stay inside its folder: relative, no ``..``, no ``~``."""
     if value == "":
-        return "path is empty"
+        return "path is empty: give a path relative to the profile's folder"
     if has_control(value) or "\\" in value:
         return (
             f"{_clip(value)!r}: a path must not contain control characters or backslashes; "
@@ -278,5 +281,5 @@ def check_rel_path(value: str) -> str | None:
     if ".." in value.split("/"):
         return f"{value!r} leaves the profile's folder ('..'): keep files inside it"
     if len(value) > 512:
-        return "path is too long"
+        return f"path is too long ({len(value)} characters, at most 512)"
     return None

@@ -59,10 +59,12 @@ def parse_requirement(arg: str) -> tuple[str, str]:
     if ENV_VAR_RE.search(arg):
         raise LineError(ENV_VAR_MSG)
     if has_control(arg):
-        raise LineError("requirement contains control characters")
+        raise LineError(
+            "requirement contains control characters or invisible/direction-changing Unicode characters"
+        )
     text = arg.strip()
     if not text:
-        raise LineError("requirement is empty")
+        raise LineError("requirement is empty: write a PEP 508 string like 'numpy==2.2.6'")
     if text.startswith("-"):
         raise LineError(f"{text!r} is an option, not a requirement; put options in a requirements file")
     if "@" not in text.split(";")[0] or SCHEME_RE.match(text):
