@@ -11,6 +11,11 @@ Layers are merged from the farthest ancestor to the profile itself:
 * ``[[checks]]`` merge by ``name``: a child check replaces the parent's check of the same name in its
   position, new ones are appended.
 
+A child may set a ``kind`` different from its parent's (``custom`` over ``pytorch``, ``pytorch`` over
+``ubuntu``): ``kind`` labels the preparation (README, lock); what gets installed follows the merged
+tables, so a ``[torch]`` table inherited by a ``kind = "ubuntu"`` child is still installed.  A parent
+reached twice (a diamond) is merged once per path that reaches it; APPEND lists drop the repeats.
+
 The result records, for each leaf key path, its origin: ``profile:<file>`` (the profile itself),
 ``extends:<file>`` (a parent), or ``default``; an appended list that several files contributed to names
 them all, comma-separated, nearest last.

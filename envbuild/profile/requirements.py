@@ -18,12 +18,20 @@ What comes out (in file order):
   pip would silently skip it there (envbuild's own wheelhouse is the supported way to build offline).
 * ``include``: ``-r other.txt`` (relative to the including file, inside the profile's folder, cycles
   rejected), followed by the included file's own lines.
+* A ``-c`` constraints file is read with the same rules (pip reads it at build time), its lines are
+  not installed, and it may not name further ``-r``/``-c`` files (envbuild copies it alone).
+* Decoding follows pip: a UTF-8/16/32 BOM, else a ``# -*- coding: NAME -*-`` line, else UTF-8 (pip's
+  locale fallback is not followed: it would read differently on another machine).
+* Comment stripping and every scan run in linear time: a hostile multi-megabyte line is refused
+  quickly, with a clipped message.
 
 Rejected, each with the reason: ``-e``/``--editable`` (an editable checkout is not reproducible in an
 image: use ``name @ git+https://...@rev``), local paths and ``file:`` URLs (they are not in the build
 context), ``${VAR}`` references (pip would expand them from the build environment: a way to bake
 secrets into an image; provide credentials at run time), URLs carrying credentials, unknown options,
-and ``-r``/``-c`` URLs (download the file into the profile's folder so its bytes are hashed).
+``-r``/``-c`` URLs (download the file into the profile's folder so its bytes are hashed), a requirement
+after an option on the same line (pip silently drops it), and requirement text that would not read back
+unchanged from the file envbuild writes (`` #``, `` -``, a trailing ``\\``).
 """
 
 from __future__ import annotations
