@@ -271,7 +271,7 @@ def test_extends_and_path_tricks(
     _cli_refuses(path, tmp_path / "bundle", project / reporter, key)
 
 
-def test_diamond_extends_loads_and_merges_each_parent_once(tmp_path: Path) -> None:
+def test_chain_through_two_files_to_a_builtin_merges_each_once(tmp_path: Path) -> None:
     (tmp_path / "b.toml").write_text(
         'name = "b"\nkind = "custom"\nextends = "c.toml"\n[system]\napt = ["git"]\n', encoding="utf-8"
     )

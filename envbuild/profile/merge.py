@@ -13,8 +13,8 @@ Layers are merged from the farthest ancestor to the profile itself:
 
 A child may set a ``kind`` different from its parent's (``custom`` over ``pytorch``, ``pytorch`` over
 ``ubuntu``): ``kind`` labels the preparation (README, lock); what gets installed follows the merged
-tables, so a ``[torch]`` table inherited by a ``kind = "ubuntu"`` child is still installed.  A parent
-reached twice (a diamond) is merged once per path that reaches it; APPEND lists drop the repeats.
+tables, so a ``[torch]`` table inherited by a ``kind = "ubuntu"`` child is still installed.  ``extends``
+names one parent, so the chain is linear: a file reached twice is a cycle (an error naming the chain).
 
 The result records, for each leaf key path, its origin: ``profile:<file>`` (the profile itself),
 ``extends:<file>`` (a parent), or ``default``; an appended list that several files contributed to names
