@@ -159,7 +159,7 @@ def test_env_values() -> None:
     assert f.check_env_value("/workspace/.cache/hf") is None
     # a tab would reach a Dockerfile ENV line, where the renderer refuses every control character
     assert f.check_env_value("tab\tis not") is not None
-    assert f.check_env_value("it's \"q\" \\ $HOME `id` {{ x }}") is None
+    assert f.check_env_value('it\'s "q" \\ $HOME `id` {{ x }}') is None
     assert f.check_env_value("bidi\u202eoverride") is not None
     assert f.check_env_value("emoji \U0001f468\u200d\U0001f4bb stays") is None
     assert f.check_env_value("a\nRUN evil") is not None
