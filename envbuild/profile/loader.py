@@ -11,9 +11,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from envbuild.errors import Issue, ProfileError, UsageError, choices
+from envbuild.errors import BundleError, Issue, ProfileError, UsageError, choices
 from envbuild.models import Profile, RequirementLine
 from envbuild.profile import requirements
+from envbuild.profile.appdir import collect_app
 from envbuild.profile.fields import did_you_mean
 from envbuild.profile.merge import Merged, merge
 from envbuild.profile.paths import Place, PlaceError, builtin_place, root_place
@@ -260,9 +261,14 @@ def _app_source(merged: Merged, layers: list[_Layer], load: _Load) -> str | None
     except PlaceError as exc:
         load.issues.append(Issue(layer.place.display, "app.source", str(exc)))
         return None
+    absolute = (layer.place.path.parent / source).resolve()
+    try:  # refuse here what render would refuse: links out of the folder, credential files
+        collect_app(absolute, f"{layer.place.display}: app.source", read=False)
+    except BundleError as exc:
+        load.issues.append(Issue(layer.place.display, "app.source", str(exc).split(": app.source: ", 1)[-1]))
+        return None
     if layer is root:
         return str(source)
-    absolute = (layer.place.path.parent / source).resolve()
     folder = root.place.path.parent.resolve()
     if layer.place.boundary == root.place.boundary and absolute.is_relative_to(folder):
         return absolute.relative_to(folder).as_posix() or "."

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from envbuild.errors import IncompatibleError
 from envbuild.models import CheckResult, Plan
-from envbuild.render.bundle import KEEP_DIRS, app_source, collect_app, write_tree
+from envbuild.profile.appdir import collect_app
+from envbuild.render.bundle import KEEP_DIRS, app_source, write_tree
 from envbuild.render.constraints import collect_constraints
 from envbuild.render.env import render_template
 from envbuild.render.lockfile import lock_json, make_lock
