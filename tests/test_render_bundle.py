@@ -121,7 +121,7 @@ def test_failure_while_writing_keeps_the_previous_bundle(
         return real(self, data)
 
     monkeypatch.setattr(Path, "write_bytes", failing)
-    with pytest.raises(OSError, match="No space"):
+    with pytest.raises(BundleError, match="cannot write the bundle: No space"):
         render_bundle(result(cuda_plan(python_version="3.11")), out, command=COMMAND)
     assert tree(out) == before
     assert siblings(out) == ["b"]
@@ -140,7 +140,7 @@ def test_failure_while_swapping_restores_the_previous_bundle(
         real(src, dst)
 
     monkeypatch.setattr(bundle_module.os, "rename", failing)
-    with pytest.raises(OSError, match="I/O error"):
+    with pytest.raises(BundleError, match="cannot write the bundle: I/O error"):
         render_bundle(result(cuda_plan(python_version="3.11")), out, command=COMMAND)
     assert tree(out) == before
     assert siblings(out) == ["b"]

@@ -76,6 +76,15 @@ def test_foreign_out_folder_is_refused(tmp_path: Path) -> None:
     assert [p.name for p in out.iterdir()] == ["thesis.tex"]
 
 
+def test_out_under_a_file_is_a_usage_error_not_a_traceback(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("x")
+    out = tmp_path / "notes.txt" / "bundle"
+    result = run("ubuntu", "--out", str(out))
+    assert result.exit_code == 2, result.output
+    assert f"{out}: cannot create the bundle folder" in result.stderr
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
 def test_default_out_and_recorded_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     result = run("pytorch-cpu")

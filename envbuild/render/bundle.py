@@ -58,8 +58,12 @@ def write_tree(files: dict[str, bytes], out: Path, executable: frozenset[str] = 
     """
     out = out.absolute()
     prepare_out(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    except OSError as exc:
+        message = f"{out}: cannot create the bundle folder: {exc.strerror}; choose another --out"
+        raise BundleError(message) from exc
     old: Path | None = None
     try:
         for rel, data in sorted(files.items()):
@@ -73,10 +77,12 @@ def write_tree(files: dict[str, bytes], out: Path, executable: frozenset[str] = 
             old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
             os.rename(out, old / "bundle")
         os.rename(tmp, out)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         if old is not None and (old / "bundle").exists() and not out.exists():
             os.rename(old / "bundle", out)  # put the previous bundle back
+        if isinstance(exc, OSError):
+            raise BundleError(f"{out}: cannot write the bundle: {exc.strerror}; nothing was changed") from exc
         raise
     finally:
         if old is not None:
