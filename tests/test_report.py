@@ -73,6 +73,15 @@ def test_missing_manifest_and_not_a_dir(tmp_path: Path, run_dir: Path) -> None:
     assert proc.returncode == 1 and "not a report directory" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def test_damaged_manifest_and_report_json_are_named_not_a_traceback(run_dir: Path) -> None:
+    (run_dir / "MANIFEST.sha256").write_bytes(b"\xff\xfe garbage")
+    assert verify_report(run_dir) == ["MANIFEST.sha256 is not UTF-8 text (damaged in the copy?)"]
+    (run_dir / "report.json").write_bytes(b"\xff{}")
+    proc = _envbuild("report", "diff", str(run_dir), str(run_dir))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert f"{run_dir / 'report.json'}: not UTF-8 text" in proc.stderr
+
+
 def test_secrets_never_land_in_the_report(run_dir: Path) -> None:
     env_lines = (run_dir / "env.txt").read_text().splitlines()
     assert "HF_TOKEN=[REDACTED]" in env_lines

@@ -22,9 +22,15 @@ def verify_report(directory: Path) -> list[str]:
     manifest = directory / MANIFEST
     if not manifest.is_file():
         return [f"{MANIFEST} is missing (an incomplete or interrupted copy)"]
+    try:
+        text = manifest.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        return [f"{MANIFEST} is not UTF-8 text (damaged in the copy?)"]
+    except OSError as exc:
+        raise ReportError(f"{manifest}: cannot read: {exc.strerror or exc}") from None
     problems: list[str] = []
     listed: dict[str, str] = {}
-    for n, line in enumerate(manifest.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(text.splitlines(), 1):
         m = _LINE.match(line)
         if not m or "/" in m.group(2) or m.group(2) in (".", ".."):
             problems.append(f"{MANIFEST}:{n}: malformed line {line[:80]!r}")
@@ -34,8 +40,12 @@ def verify_report(directory: Path) -> list[str]:
         path = directory / name
         if not path.is_file():
             problems.append(f"missing: {name}")
-        elif sha256_file(path) != digest:
-            problems.append(f"changed: {name}")
+        else:
+            try:
+                if sha256_file(path) != digest:
+                    problems.append(f"changed: {name}")
+            except OSError as exc:
+                problems.append(f"unreadable: {name} ({exc.strerror or exc})")
     for path in sorted(directory.iterdir()):
         if path.name != MANIFEST and path.name not in listed:
             problems.append(f"extra: {path.name}")
@@ -48,6 +58,8 @@ def load_report(directory: Path) -> Report:
         return Report.model_validate_json(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ReportError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ReportError(f"{path}: not UTF-8 text (expected envbuild.report/1 JSON)") from None
     except ValidationError as exc:
         first = exc.errors()[0]
         key = ".".join(str(p) for p in first["loc"])
