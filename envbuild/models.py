@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 Backend = Literal["cuda", "rocm", "cpu"]
 Kind = Literal["ubuntu", "pytorch", "blender", "custom"]
@@ -281,21 +281,24 @@ class Lock(Frozen):
     blender_devices: tuple[BlenderDevice, ...] = ()
 
 
+def first_validation_error(exc: ValidationError) -> str:
+    """``key.path: message`` for the first error of a pydantic ``ValidationError``."""
+    first = exc.errors()[0]
+    key = ".".join(str(p) for p in first["loc"])
+    return f"{key or '(top level)'}: {first['msg']}"
+
+
 def read_lock(path: Path) -> Lock:
     """Read and validate a lock file; raise :class:`envbuild.errors.LockError` on any problem."""
-    from pydantic import ValidationError
-
     from envbuild.errors import LockError
 
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise LockError(f"{path}: cannot read lock file: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise LockError(f"{path}: not UTF-8 text (expected a JSON lock of format {LOCK_FORMAT})") from None
     try:
         return Lock.model_validate_json(text)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        key = ".".join(str(p) for p in first["loc"])
-        raise LockError(
-            f"{path}: {key or '(top level)'}: {first['msg']} (expected format {LOCK_FORMAT})"
-        ) from None
+        raise LockError(f"{path}: {first_validation_error(exc)} (expected format {LOCK_FORMAT})") from None

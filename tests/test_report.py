@@ -170,6 +170,9 @@ def test_bad_lock_is_exit_2_without_traceback(tmp_path: Path) -> None:
     assert not (tmp_path / "runs").exists()  # nothing half-written
     missing = _envbuild("validate", "--lock", str(tmp_path / "none.json"))
     assert missing.returncode == 2 and "cannot read lock file" in missing.stderr
+    (tmp_path / "binary.json").write_bytes(b"\xff\xfe{}")
+    binary = _envbuild("validate", "--lock", str(tmp_path / "binary.json"))
+    assert binary.returncode == 2 and "binary.json: not UTF-8 text" in binary.stderr
     good = tmp_path / "good.json"
     good.write_text(cpu_lock(tmp_path).model_dump_json(), encoding="utf-8")
     stages = _envbuild("validate", "--lock", str(good), "--stages", "os,gpu", "--out", str(tmp_path / "runs"))

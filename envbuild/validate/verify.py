@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from envbuild.errors import ReportError
+from envbuild.models import first_validation_error
 from envbuild.validate.model import Report
 from envbuild.validate.report import MANIFEST, sha256_file
 
@@ -61,11 +62,7 @@ def load_report(directory: Path) -> Report:
     except UnicodeDecodeError:
         raise ReportError(f"{path}: not UTF-8 text (expected envbuild.report/1 JSON)") from None
     except ValidationError as exc:
-        first = exc.errors()[0]
-        key = ".".join(str(p) for p in first["loc"])
-        raise ReportError(
-            f"{path}: {key or '(top level)'}: {first['msg']} (expected envbuild.report/1)"
-        ) from None
+        raise ReportError(f"{path}: {first_validation_error(exc)} (expected envbuild.report/1)") from None
 
 
 def _packages(report: Report) -> dict[str, Any]:
