@@ -222,11 +222,14 @@ def test_requirements_that_is_a_folder(tmp_path: Path) -> None:
     assert "not a regular file" in issues[0].message
 
 
-def test_missing_profile_is_usage_error() -> None:
+def test_missing_profile_is_usage_error(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="did you mean 'pytorch'"):
         load_profile("pytorh")
     with pytest.raises(UsageError, match="no such profile file"):
         load_profile("/nonexistent/x.toml")
+    (tmp_path / "folder.toml").mkdir()
+    with pytest.raises(UsageError, match=r"folder\.toml: is a folder, not a profile file"):
+        load_profile(str(tmp_path / "folder.toml"))
 
 
 def test_safe_lookalikes_are_accepted(tmp_path: Path) -> None:

@@ -149,10 +149,20 @@ def _locate(ref: str) -> tuple[Place, str, bool]:
         names = builtin_names()
         hint = did_you_mean(ref, names) if _is_builtin_ref(ref) else ""
         shown = ref if ref.isprintable() else repr(ref)
-        message = f"no such profile file or built-in profile{hint}; built-ins: {choices(names)}"
+        what = "no such profile file or built-in profile"
+        if _is_dir(path):
+            what = "is a folder, not a profile file"
+        message = f"{what}{hint}; built-ins: {choices(names)}"
         raise UsageError(f"{shown}: {message}")
     place = root_place(path, ref if ref.isprintable() else repr(ref))
     return place, place.label, False
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return "\0" not in str(path) and path.is_dir()
+    except OSError:
+        return False
 
 
 def load_profile(ref: str | os.PathLike[str]) -> Profile:
