@@ -80,6 +80,8 @@ def test_damaged_manifest_and_report_json_are_named_not_a_traceback(run_dir: Pat
     proc = _envbuild("report", "diff", str(run_dir), str(run_dir))
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert f"{run_dir / 'report.json'}: not UTF-8 text" in proc.stderr
+    proc = _envbuild("report", "diff", str(run_dir / "report.json"), str(run_dir))
+    assert proc.returncode == 1 and f"{run_dir / 'report.json'}: not a report directory" in proc.stderr
 
 
 def test_secrets_never_land_in_the_report(run_dir: Path) -> None:

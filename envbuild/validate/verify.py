@@ -54,6 +54,8 @@ def verify_report(directory: Path) -> list[str]:
 
 
 def load_report(directory: Path) -> Report:
+    if not directory.is_dir():
+        raise ReportError(f"{directory}: not a report directory")
     path = directory / "report.json"
     try:
         return Report.model_validate_json(path.read_text(encoding="utf-8"))
