@@ -214,9 +214,7 @@ def _check_torch_index(ctx: Context, out: Findings, line: RequirementLine) -> No
         return
     for match in _TORCH_INDEX.finditer(line.text):
         variant = match.group(1)
-        if variant in {ctx.variant, "torch_stable.html"} or not re.match(
-            r"^(cu\d+|rocm[\d.]+|cpu|xpu)$", variant
-        ):
+        if variant == ctx.variant or not _VARIANT.match(variant):
             continue
         out.warning(
             "W-TORCH-INDEX",
