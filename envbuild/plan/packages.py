@@ -15,6 +15,7 @@ from envbuild.plan.findings import Findings
 from envbuild.plan.versions import (
     applies_on_image,
     is_sdist_or_vcs,
+    parse_requirement,
     wheel_problem,
     wheel_project,
     wheel_version,
@@ -154,11 +155,8 @@ def _user_line(
     wanted: dict[str, str],
 ) -> bool:
     """Check a user requirement naming a torch-family package; False when a pin supersedes it."""
-    try:
-        req = Requirement(line.text)
-    except InvalidRequirement:
-        return True
-    if not applies_on_image(req, ctx.python):
+    req = parse_requirement(line)
+    if req is None or not applies_on_image(req, ctx.python):
         return True
     name = canonicalize_name(req.name)
     if ctx.patch is None:
@@ -238,11 +236,8 @@ def check_requirement_urls(ctx: Context, out: Findings) -> tuple[bool, bool]:
             )
         if line.kind == "option":
             _check_torch_index(ctx, out, line)
-        if line.kind != "requirement":
-            continue
-        try:
-            req = Requirement(line.text)
-        except InvalidRequirement:
+        req = parse_requirement(line)
+        if req is None:
             continue
         if not req.url or not applies_on_image(req, ctx.python):
             continue
@@ -267,10 +262,8 @@ def check_requirement_urls(ctx: Context, out: Findings) -> tuple[bool, bool]:
 
 def _applies(ctx: Context, line: RequirementLine) -> bool:
     """False for a requirement whose marker excludes the image (pip skips it, hashes or not)."""
-    try:
-        return applies_on_image(Requirement(line.text), ctx.python)
-    except InvalidRequirement:
-        return True
+    req = parse_requirement(line)
+    return req is None or applies_on_image(req, ctx.python)
 
 
 def check_hash_mode(ctx: Context, out: Findings) -> None:

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import re
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from envbuild.plan.context import Context
 from envbuild.plan.findings import Findings
-from envbuild.plan.versions import applies_on_image
+from envbuild.plan.versions import applies_on_image, parse_requirement
 
 _NVIDIA = re.compile(r"^nvidia-[a-z0-9-]+?-cu(\d+)$")
 
@@ -24,11 +23,8 @@ def check_nvidia_pins(ctx: Context, out: Findings) -> None:
     if ctx.patch is None:
         return
     for line in ctx.requirements:
-        if line.kind != "requirement":
-            continue
-        try:
-            req = Requirement(line.text)
-        except InvalidRequirement:
+        req = parse_requirement(line)
+        if req is None:
             continue
         match = _NVIDIA.match(canonicalize_name(req.name))
         if not match or not applies_on_image(req, ctx.python):

@@ -7,12 +7,13 @@ from collections.abc import Iterable
 from urllib.parse import unquote, urlparse
 
 from packaging.markers import UndefinedComparison, UndefinedEnvironmentName
-from packaging.requirements import Requirement
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
 from envbuild.errors import UsageError
+from envbuild.models import RequirementLine
 
 DRIVER_RE = re.compile(r"^\d{3}\.\d{1,3}(\.\d{1,3})?$")
 
@@ -151,6 +152,16 @@ def marker_env(python: str, machine: str = "x86_64") -> dict[str, str]:
         "sys_platform": "linux",
         "extra": "",
     }
+
+
+def parse_requirement(line: RequirementLine) -> Requirement | None:
+    """The PEP 508 requirement on a requirement line; None for options, includes, or unparsable text."""
+    if line.kind != "requirement":
+        return None
+    try:
+        return Requirement(line.text)
+    except InvalidRequirement:
+        return None
 
 
 def applies_on_image(req: Requirement, python: str) -> bool:
