@@ -56,6 +56,17 @@ def test_failing_stream_names_the_step_and_its_output() -> None:
     assert message.splitlines()[0].startswith("build failed at step 6/16: RUN mkdir -p /opt/venv")
     assert "  | tiny: compiling the impossible" in message
     assert message.endswith("full log: /b/build-x.log")
+    assert "hint:" not in message  # the base-image hint is only for a failing FROM
+
+
+def test_failing_from_hints_at_a_local_base_image() -> None:
+    stream = BuildStream()
+    stream.feed({"stream": "Step 1/3 : ARG BASE_IMAGE=debian:12\n"})
+    stream.feed({"stream": "Step 2/3 : FROM ${BASE_IMAGE} AS builder\n"})
+    stream.feed({"error": 'Get "https://registry-1.docker.io/v2/": dial tcp: no such host'})
+    message = _failure_message(stream, Path("x.log"))
+    assert "build failed at step 2/3: FROM ${BASE_IMAGE} AS builder" in message
+    assert "scripts/base-image.sh" in message and "--base-image" in message
 
 
 def test_lines_split_across_chunks_and_ansi_codes() -> None:

@@ -120,9 +120,16 @@ def _failure_message(stream: BuildStream, log_path: Path) -> str:
     if step is None:
         return f"build failed before any step ran: {error}\nfull log: {log_path}"
     tail = "\n".join(f"  | {line}" for line in stream.tail(step))
+    hint = ""
+    if step.instruction.upper().startswith("FROM "):
+        hint = (
+            "hint: the base image is neither here nor pullable; without a registry, build a local one "
+            "(scripts/base-image.sh makes envbuild/debian:12) and pass it with --base-image\n"
+        )
     return (
         f"build failed at step {step.number}/{step.total}: {step.instruction}\n"
         f"{error}\n"
+        f"{hint}"
         f"last lines of that step:\n{tail or '  | (no output)'}\n"
         f"full log: {log_path}"
     )
