@@ -135,3 +135,13 @@ def test_profile_cache_folder_follows_the_rendered_bundle(
     changed, _ = resolve_source(str(profile), ())
     assert changed != first and changed.name.startswith("ubuntu-")
     assert not changed.exists()  # resolving writes nothing
+
+
+def test_unwritable_build_log_is_a_usage_error(tiny: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from envbuild.build import image
+    from envbuild.errors import BundleError
+
+    blocked = tiny / "Dockerfile" / "build-x-1.log"  # under a file: cannot be created
+    monkeypatch.setattr(image, "log_path_for", lambda bundle, tag: blocked)
+    with pytest.raises(BundleError, match=r"build-x-1\.log: cannot write the build log"):
+        image.build_image(tiny, "x:1", progress=False, client=object())

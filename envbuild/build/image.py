@@ -20,7 +20,7 @@ from envbuild.build.context import ContextInfo, write_context
 from envbuild.build.engine import api_client
 from envbuild.build.progress import BuildStream, Step, rich_progress
 from envbuild.build.refs import check_image_ref, check_network, check_tag, slug
-from envbuild.errors import BuildError
+from envbuild.errors import BuildError, BundleError
 
 SPOOL_BYTES = 64 << 20
 
@@ -77,7 +77,11 @@ def build_image(
         info = write_context(bundle, context_file, wheelhouse=wheelhouse, ca_certs=certs)
         context_file.seek(0)
         # Written as the build goes (tail -f works); an interrupted build says so in its last line.
-        with log_path.open("w", encoding="utf-8") as log:
+        try:
+            log_file = log_path.open("w", encoding="utf-8")
+        except OSError as exc:
+            raise BundleError(f"{log_path}: cannot write the build log: {exc.strerror or exc}") from None
+        with log_file as log:
             log.write(f"# envbuild build {bundle} --tag {tag}\n")
             log.write(f"# context: {info.files} files, {info.bytes} bytes, sha256 {info.sha256}\n")
             log.write(f"# wheels: {info.wheels}, tool wheels: {info.tools}, extra CA certs: {len(certs)}\n")
