@@ -4,29 +4,17 @@ from __future__ import annotations
 
 import io
 import shutil
-import subprocess
 import tarfile
 from pathlib import Path
 
 import pytest
+from build_support import make_ca
 
 from envbuild.build.certs import load_ca_cert, load_ca_certs
 from envbuild.build.context import FIXED_MTIME, write_context
 from envbuild.build.fetch import write_sha256sums
 from envbuild.errors import BundleError, UsageError
 
-OPENSSL_REQ = (
-    "openssl",
-    "req",
-    "-x509",
-    "-newkey",
-    "rsa:2048",
-    "-nodes",
-    "-days",
-    "2",
-    "-subj",
-    "/CN=test CA",
-)
 TINY = Path(__file__).parent / "data" / "bundles" / "tiny"
 
 
@@ -40,14 +28,7 @@ def bundle(tmp_path: Path) -> Path:
 @pytest.fixture(scope="module")
 def ca_pem(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A real self-signed CA made by openssl: (certificate, private key)."""
-    folder = tmp_path_factory.mktemp("ca")
-    cert, key = folder / "corp-ca.pem", folder / "corp-ca.key"
-    subprocess.run(
-        [*OPENSSL_REQ, "-keyout", str(key), "-out", str(cert)],
-        check=True,
-        capture_output=True,
-    )
-    return cert, key
+    return make_ca(tmp_path_factory.mktemp("ca"))
 
 
 def members(bundle: Path, **kwargs: object) -> tuple[dict[str, tarfile.TarInfo], dict[str, bytes], str]:

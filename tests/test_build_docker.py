@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from build_support import make_ca
 
 from envbuild.build.fetch import fetch
 from envbuild.build.image import build_image
@@ -23,18 +24,6 @@ from envbuild.build.image import build_image
 pytestmark = pytest.mark.docker
 BASE_IMAGE = os.environ.get("ENVBUILD_TEST_BASE_IMAGE", "envbuild/debian:12")
 TINY = Path(__file__).parent / "data" / "bundles" / "tiny"
-OPENSSL_REQ = (
-    "openssl",
-    "req",
-    "-x509",
-    "-newkey",
-    "rsa:2048",
-    "-nodes",
-    "-days",
-    "2",
-    "-subj",
-    "/CN=test CA",
-)
 
 
 @contextmanager
@@ -71,8 +60,7 @@ def tiny(tmp_path: Path) -> Path:
 
 def test_build_tiny_with_wheelhouse_and_ca_cert(docker_client: Any, tiny: Path, tmp_path: Path) -> None:
     fetch(tiny, tools=False)
-    cert, key = tmp_path / "corp.pem", tmp_path / "corp.key"
-    subprocess.run([*OPENSSL_REQ, "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    cert, _ = make_ca(tmp_path, "corp")
     with temporary_tag(docker_client, "tiny") as tag:
         proc = envbuild("build", str(tiny), "--tag", tag, "--base-image", BASE_IMAGE, "--ca-cert", str(cert))
         assert proc.returncode == 0, proc.stderr

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from build_support import make_ca
 
 from envbuild.build.refs import slug
 
@@ -46,18 +47,6 @@ TARGET = (
     "cp",
     "--platform",
     "manylinux_2_17_x86_64",
-)
-OPENSSL_REQ = (
-    "openssl",
-    "req",
-    "-x509",
-    "-newkey",
-    "rsa:2048",
-    "-nodes",
-    "-days",
-    "2",
-    "-subj",
-    "/CN=test CA",
 )
 DRIFT = ("numpy", "2.2.6", "2.2.5")  # the lock's pin, the version the derived image installs instead
 
@@ -215,8 +204,7 @@ def test_ubuntu_preparation_on_the_local_base(docker_client: Any, tmp_path: Path
         f'[base]\nos = "debian12"\nimage = "{BASE_IMAGE}"\n\n[python]\nversion = "3.11"\n'
     )
     cache = tmp_path / "cache"
-    ca, key = tmp_path / "corp-ca.pem", tmp_path / "corp-ca.key"
-    subprocess.run([*OPENSSL_REQ, "-keyout", str(key), "-out", str(ca)], check=True, capture_output=True)
+    ca, _ = make_ca(tmp_path)
     with temporary_tag(docker_client, "ubuntu-on-debian") as tag:
         # A profile ref: rendered into the cache, its wheelhouse fetched, then built, in one command.
         # No --base-image: the profile's own [base] image.  An extra CA, as behind TLS interception.
