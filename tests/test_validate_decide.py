@@ -111,11 +111,13 @@ def test_compute_decisions() -> None:
         == "cuda:0 bfloat16 matmul (512x512) produced non-finite values"
     )
     off = {**good, "rel_error": 0.5, "ok": False}
-    assert (
-        decide_compute({"checks": [off]}).error
-        == "cuda:0 bfloat16 matmul (512x512): relative error 0.5 exceeds 0.03"
-    )
+    off_error = "cuda:0 bfloat16 matmul (512x512): relative error 0.5 exceeds 0.03"
+    assert decide_compute({"checks": [off]}).error == off_error
     assert decide_compute({"checks": []}).status == "failed"
+    # The verdict is re-derived from the numbers, not taken from the probe's "ok".
+    lying = {**good, "rel_error": 0.5}
+    assert decide_compute({"checks": [lying]}).error == off_error
+    assert decide_compute({"checks": [{**good, "rel_error": None}]}).status == "failed"
 
 
 def test_extension_decisions() -> None:

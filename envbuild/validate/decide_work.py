@@ -13,20 +13,32 @@ MEMORY_MARGIN = 0.05
 GPU_CHECKPOINT_TOLERANCE = 1e-4
 
 
+def _numbers(check: dict[str, Any]) -> tuple[float, float] | None:
+    """(relative error, tolerance) when the probe reported both as numbers."""
+    error, tolerance = check.get("rel_error"), check.get("tolerance")
+    if isinstance(error, (int, float)) and isinstance(tolerance, (int, float)):
+        return float(error), float(tolerance)
+    return None
+
+
 def decide_compute(facts: dict[str, Any]) -> StageResult:
     checks: list[dict[str, Any]] = list(facts.get("checks", []))
     if not checks:
         return result("compute", "the compute probe ran no matrix product", None, **facts)
     for c in checks:
-        if c.get("ok"):
+        numbers = _numbers(c)
+        # The probe's "ok" is re-checked against its own numbers, so a garbled verdict cannot pass.
+        if c.get("ok") and c.get("finite") and numbers is not None and numbers[0] <= numbers[1]:
             continue
         where = f"{c.get('device')} {c.get('dtype')} matmul ({c.get('size')}x{c.get('size')})"
         if c.get("error"):
             error = f"{where} failed: {c['error']}"
         elif not c.get("finite"):
             error = f"{where} produced non-finite values"
+        elif numbers is None:
+            error = f"{where}: the probe reported no relative error and tolerance"
         else:
-            error = f"{where}: relative error {c.get('rel_error'):.3g} exceeds {c.get('tolerance'):g}"
+            error = f"{where}: relative error {numbers[0]:.3g} exceeds {numbers[1]:g}"
         return result(
             "compute", error, "the device computes wrong numbers: report the card to the provider", **facts
         )
