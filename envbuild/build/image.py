@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envbuild.build.certs import load_ca_certs
+from envbuild.build.certs import CaCert, load_ca_certs
 from envbuild.build.context import ContextInfo, write_context
 from envbuild.build.engine import api_client
 from envbuild.build.progress import BuildStream, Step, rich_progress
@@ -51,6 +51,18 @@ def log_path_for(bundle: Path, tag: str) -> Path:
     return bundle / f"build-{slug(tag)}.log"
 
 
+def check_build_args(
+    tag: str, base_image: str | None, network: str | None, ca_certs: tuple[Path, ...]
+) -> tuple[CaCert, ...]:
+    """Refuse a bad --tag/--base-image/--network/--ca-cert (exit 2); return the certificates read."""
+    check_tag(tag)
+    if base_image is not None:
+        check_image_ref(base_image, "--base-image")
+    if network is not None:
+        check_network(network)
+    return load_ca_certs(tuple(ca_certs))
+
+
 def build_image(
     bundle: Path,
     tag: str,
@@ -64,12 +76,7 @@ def build_image(
     client: Any = None,
 ) -> BuildResult:
     """Build ``bundle`` as ``tag``; return what was built or raise :class:`BuildError`."""
-    check_tag(tag)
-    if base_image is not None:
-        check_image_ref(base_image, "--base-image")
-    if network is not None:
-        check_network(network)
-    certs = load_ca_certs(tuple(ca_certs))
+    certs = check_build_args(tag, base_image, network, ca_certs)
     api = client if client is not None else api_client()
     log_path = log_path_for(bundle, tag)
     started = time.monotonic()

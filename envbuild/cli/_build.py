@@ -131,19 +131,11 @@ def build_command(
     quiet: bool,
 ) -> None:
     """Build BUNDLE_OR_PROFILE (a rendered bundle, a built-in profile or a .toml) into an image."""
-    from envbuild.build.certs import load_ca_certs
     from envbuild.build.engine import api_client
     from envbuild.build.fetch import fetch
-    from envbuild.build.image import build_image
-    from envbuild.build.refs import check_image_ref, check_network, check_tag
+    from envbuild.build.image import build_image, check_build_args
 
-    # Check every argument before rendering, fetching or talking to the engine.
-    check_tag(tag)
-    if base_image is not None:
-        check_image_ref(base_image, "--base-image")
-    if network is not None:
-        check_network(network)
-    load_ca_certs(ca_certs)
+    check_build_args(tag, base_image, network, ca_certs)  # before rendering, fetching or the engine
     bundle, result = resolve_source(bundle_or_profile, targets)
     api = api_client()  # no engine: say so before rendering or downloading anything
     rendered = result is not None
