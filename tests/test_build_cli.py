@@ -145,3 +145,13 @@ def test_unwritable_build_log_is_a_usage_error(tiny: Path, monkeypatch: pytest.M
     monkeypatch.setattr(image, "log_path_for", lambda bundle, tag: blocked)
     with pytest.raises(BundleError, match=r"build-x-1\.log: cannot write the build log"):
         image.build_image(tiny, "x:1", progress=False, client=object())
+
+
+def test_bundle_with_a_damaged_lock_is_refused_before_the_engine(tiny: Path) -> None:
+    (tiny / "envbuild.lock.json").write_bytes(b"\xff\xfe not a lock")
+    for args in (["build", str(tiny), "--tag", "x:1"], ["fetch", str(tiny), "--no-tools"]):
+        proc = envbuild(*args)
+        assert proc.returncode == 2, proc.stderr
+        assert f"{tiny / 'envbuild.lock.json'}: not UTF-8 text" in proc.stderr
+        assert "Traceback" not in proc.stderr and "warning" not in proc.stderr
+    assert not list(tiny.glob("build-*.log"))

@@ -18,6 +18,7 @@ from typing import IO
 
 from envbuild.build.certs import CaCert
 from envbuild.errors import BundleError
+from envbuild.models import Lock, read_lock
 
 FIXED_MTIME = 315532800  # 1980-01-01, like reproducible wheels
 REQUIRED_FILES = ("Dockerfile", "envbuild.lock.json", "requirements-rebuild.txt")
@@ -34,7 +35,8 @@ class ContextInfo:
     certs: tuple[str, ...]  # names under certs/ added from --ca-cert
 
 
-def check_bundle(bundle: Path) -> None:
+def check_bundle(bundle: Path) -> Lock:
+    """Refuse a missing or incomplete bundle, or one whose lock does not read; return the lock."""
     if not bundle.is_dir():
         raise BundleError(f"{bundle}: not a bundle directory (render one with `envbuild render`)")
     missing = [name for name in REQUIRED_FILES if not (bundle / name).is_file()]
@@ -42,6 +44,7 @@ def check_bundle(bundle: Path) -> None:
         raise BundleError(
             f"{bundle}: incomplete bundle, missing {', '.join(missing)} (re-run `envbuild render`)"
         )
+    return read_lock(bundle / "envbuild.lock.json")  # the image must not carry a damaged lock
 
 
 def _ignore_patterns(bundle: Path) -> list[str]:

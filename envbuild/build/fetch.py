@@ -21,7 +21,7 @@ from pathlib import Path
 from envbuild.build.context import check_bundle
 from envbuild.build.selfwheel import build_self_wheel
 from envbuild.errors import BuildError, BundleError
-from envbuild.models import Lock, OsId, read_lock
+from envbuild.models import Lock, OsId
 
 # glibc of each supported OS (x86_64): the newest manylinux_2_NN tag its pip accepts.
 GLIBC: dict[OsId, tuple[int, int]] = {"debian12": (2, 36), "ubuntu22.04": (2, 35), "ubuntu24.04": (2, 39)}
@@ -109,8 +109,7 @@ def fetch(
     say: Callable[[str], None] = lambda _: None,
 ) -> FetchResult:
     """Download every wheel the bundle needs into ``wheelhouse`` (default ``BUNDLE/wheelhouse``)."""
-    check_bundle(bundle)
-    lock = read_lock(bundle / "envbuild.lock.json")
+    lock = check_bundle(bundle)
     dest = wheelhouse if wheelhouse is not None else bundle / "wheelhouse"
     if dest.exists() and not dest.is_dir():
         raise BundleError(f"--wheelhouse {dest}: exists and is not a directory")

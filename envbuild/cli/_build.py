@@ -131,12 +131,15 @@ def build_command(
     quiet: bool,
 ) -> None:
     """Build BUNDLE_OR_PROFILE (a rendered bundle, a built-in profile or a .toml) into an image."""
+    from envbuild.build.context import check_bundle
     from envbuild.build.engine import api_client
     from envbuild.build.fetch import fetch
     from envbuild.build.image import build_image, check_build_args
 
     check_build_args(tag, base_image, network, ca_certs)  # before rendering, fetching or the engine
     bundle, result = resolve_source(bundle_or_profile, targets)
+    if result is None:
+        check_bundle(bundle)  # an incomplete bundle or a damaged lock: exit 2 before the engine
     api = api_client()  # no engine: say so before rendering or downloading anything
     rendered = result is not None
     if result is not None:
