@@ -78,10 +78,10 @@ def test_damaged_manifest_and_report_json_are_named_not_a_traceback(run_dir: Pat
     assert verify_report(run_dir) == ["MANIFEST.sha256 is not UTF-8 text (damaged in the copy?)"]
     (run_dir / "report.json").write_bytes(b"\xff{}")
     proc = _envbuild("report", "diff", str(run_dir), str(run_dir))
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr  # 1 means "different"
     assert f"{run_dir / 'report.json'}: not UTF-8 text" in proc.stderr
     proc = _envbuild("report", "diff", str(run_dir / "report.json"), str(run_dir))
-    assert proc.returncode == 1 and f"{run_dir / 'report.json'}: not a report directory" in proc.stderr
+    assert proc.returncode == 2 and f"{run_dir / 'report.json'}: not a report directory" in proc.stderr
 
 
 def test_secrets_never_land_in_the_report(run_dir: Path) -> None:

@@ -177,10 +177,18 @@ def report_verify(directory: Path) -> None:
 @click.argument("b", type=click.Path(path_type=Path))
 @handle_errors
 def report_diff(a: Path, b: Path) -> None:
-    """Compare two reports: stage statuses, packages, devices, driver.  Exit 0 same, 1 different."""
+    """Compare two reports: stage statuses, packages, devices, driver.
+
+    Exit 0 same, 1 different, 2 when either is not a readable report (so "different" stays unambiguous).
+    """
+    from envbuild.errors import ReportError
     from envbuild.validate import diff_reports, load_report
 
-    diffs = diff_reports(load_report(a), load_report(b))
+    try:
+        reports = load_report(a), load_report(b)
+    except ReportError as exc:
+        raise UsageError(exc.message) from None
+    diffs = diff_reports(*reports)
     for line in diffs:
         click.echo(line)
     if not diffs:
