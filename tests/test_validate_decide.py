@@ -153,6 +153,8 @@ def test_checkpoint_decisions() -> None:
 
 
 def test_stage_selection_adds_prerequisites() -> None:
+    with pytest.raises(UsageError, match="--stages: no stage named"):
+        select_stages(["", " "])  # `--stages ''` is a mistake, not "every stage"
     assert select_stages(["checkpoint"]) == [
         "interpreter",
         "packages",

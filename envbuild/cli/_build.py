@@ -200,7 +200,7 @@ def validate_image_command(
     if lock is not None or python is not None:
         raise UsageError("--image uses the lock and interpreter inside the image; drop --lock/--python")
     args: list[str] = []
-    if stages:
+    if stages is not None:
         args += ["--stages", stages]
     if keep_going:
         args.append("--keep-going")

@@ -73,7 +73,7 @@ def validate_command(
     """Run the validation, print, and return the exit code (0 passed, 1 failed, 130/143 interrupted)."""
     from envbuild.validate import exit_code, run_validation
 
-    names = [s for s in stages.split(",")] if stages else None
+    names = stages.split(",") if stages is not None else None
 
     def progress(res: object) -> None:
         from envbuild.validate import StageResult

@@ -51,6 +51,8 @@ def select_stages(names: Iterable[str] | None) -> list[str]:
         return list(STAGE_NAMES)
     wanted: set[str] = set()
     pending = [n.strip() for n in names if n.strip()]
+    if not pending:
+        raise UsageError(f"--stages: no stage named (valid: {choices(STAGE_NAMES)})")
     for name in pending:
         if name not in _SPECS:
             raise UsageError(f"--stages: unknown stage {name!r} (valid: {choices(STAGE_NAMES)})")
