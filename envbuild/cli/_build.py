@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from envbuild.cli import cli, handle_errors
 from envbuild.models import CheckResult
+
+if TYPE_CHECKING:
+    from envbuild.cli._validate import ValidateOptions
 
 
 def _say(message: str) -> None:
@@ -178,38 +182,27 @@ def build_command(
     )
 
 
-def validate_image_command(
-    image: str,
-    gpus: str | None,
-    lock: Path | None,
-    python: str | None,
-    out: Path,
-    stages: str | None,
-    keep_going: bool,
-    as_json: bool,
-    workdir: Path | None,
-    timeouts: tuple[str, ...],
-) -> int:
-    """``envbuild validate --image TAG``: the validator inside a container, its report copied to ``out``.
+def validate_image_command(image: str, gpus: str | None, opts: ValidateOptions) -> int:
+    """``envbuild validate --image TAG``: the validator inside a container, its report copied to ``opts.out``.
 
     Returns the in-container validator's exit code.
     """
     from envbuild.build.run import validate_image
     from envbuild.errors import UsageError
 
-    if lock is not None or python is not None:
+    if opts.lock is not None or opts.python is not None:
         raise UsageError("--image uses the lock and interpreter inside the image; drop --lock/--python")
     args: list[str] = []
-    if stages is not None:
-        args += ["--stages", stages]
-    if keep_going:
+    if opts.stages is not None:
+        args += ["--stages", opts.stages]
+    if opts.keep_going:
         args.append("--keep-going")
-    if workdir is not None:
-        args += ["--workdir", str(workdir)]
-    for item in timeouts:
+    if opts.workdir is not None:
+        args += ["--workdir", str(opts.workdir)]
+    for item in opts.timeouts:
         args += ["--timeout", item]
-    result = validate_image(image, out=out, gpus=gpus, validator_args=args)
-    if as_json and result.run_dirs:
+    result = validate_image(image, out=opts.out, gpus=gpus, validator_args=args)
+    if opts.as_json and result.run_dirs:
         click.echo((result.run_dirs[-1] / "report.json").read_text(encoding="utf-8"), nl=False)
     for run_dir in result.run_dirs:
         _say(f"report copied to {run_dir}")

@@ -7,12 +7,28 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
 from envbuild.cli import cli, handle_errors
 from envbuild.errors import EXIT_FINDINGS, EXIT_OK, UsageError
+
+
+@dataclass(frozen=True)
+class ValidateOptions:
+    """The options shared by in-process ``envbuild validate`` and ``envbuild validate --image``."""
+
+    lock: Path | None
+    python: str | None
+    out: Path
+    stages: str | None
+    keep_going: bool
+    as_json: bool
+    workdir: Path | None
+    timeouts: tuple[str, ...]
+
 
 _STYLE = {"passed": "green", "skipped": "cyan", "failed": "red", "timed_out": "red", "aborted": "yellow"}
 
@@ -60,20 +76,11 @@ def _print_table(report: object, run_dir: Path, err: bool) -> None:
         )
 
 
-def validate_command(
-    lock: Path,
-    python: str | None,
-    out: Path,
-    stages: str | None,
-    keep_going: bool,
-    as_json: bool,
-    workdir: Path | None,
-    timeouts: tuple[str, ...],
-) -> int:
+def validate_command(opts: ValidateOptions) -> int:
     """Run the validation, print, and return the exit code (0 passed, 1 failed, 130/143 interrupted)."""
-    from envbuild.validate import exit_code, run_validation
+    from envbuild.validate import DEFAULT_LOCK, exit_code, run_validation
 
-    names = stages.split(",") if stages is not None else None
+    names = opts.stages.split(",") if opts.stages is not None else None
 
     def progress(res: object) -> None:
         from envbuild.validate import StageResult
@@ -82,18 +89,18 @@ def validate_command(
         click.echo(f"  {res.stage:<12} {res.status:<9} {res.duration_s:7.2f}s", err=True)
 
     report, run_dir = run_validation(
-        lock,
-        python=python,
-        out=out,
+        opts.lock or DEFAULT_LOCK,
+        python=opts.python,
+        out=opts.out,
         stages=names,
-        keep_going=keep_going,
-        workdir=workdir,
-        timeouts=_parse_timeouts(timeouts),
+        keep_going=opts.keep_going,
+        workdir=opts.workdir,
+        timeouts=_parse_timeouts(opts.timeouts),
         on_result=progress,
     )
-    if as_json:
+    if opts.as_json:
         click.echo((run_dir / "report.json").read_text(encoding="utf-8"), nl=False)
-    _print_table(report, run_dir, err=as_json)
+    _print_table(report, run_dir, err=opts.as_json)
     return exit_code(report)
 
 
@@ -136,18 +143,14 @@ def validate_cmd(
     timeouts: tuple[str, ...],
 ) -> None:
     """Check this machine against the lock, stage by stage, and write a verifiable report."""
-    from envbuild.validate import DEFAULT_LOCK
-
+    opts = ValidateOptions(lock, python, out, stages, keep_going, as_json, workdir, timeouts)
     if image is not None or gpus is not None:  # envbuild validate --image TAG: see envbuild/build/run.py
         from envbuild.cli._build import validate_image_command
 
         if image is None:
             raise UsageError("--gpus needs --image")
-        args = (lock, python, out, stages, keep_going, as_json, workdir, timeouts)
-        sys.exit(validate_image_command(image, gpus, *args))
-
-    code = validate_command(lock or DEFAULT_LOCK, python, out, stages, keep_going, as_json, workdir, timeouts)
-    sys.exit(code)
+        sys.exit(validate_image_command(image, gpus, opts))
+    sys.exit(validate_command(opts))
 
 
 @cli.group("report")
