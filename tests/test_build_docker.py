@@ -7,16 +7,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 import pytest
-from build_support import make_ca
+from build_support import envbuild, make_ca, temporary_tag
 
 from envbuild.build.fetch import fetch
 from envbuild.build.image import build_image
@@ -24,26 +20,6 @@ from envbuild.build.image import build_image
 pytestmark = pytest.mark.docker
 BASE_IMAGE = os.environ.get("ENVBUILD_TEST_BASE_IMAGE", "envbuild/debian:12")
 TINY = Path(__file__).parent / "data" / "bundles" / "tiny"
-
-
-@contextmanager
-def temporary_tag(client: Any, name: str) -> Iterator[str]:
-    tag = f"envbuild-test/{name}:{uuid.uuid4().hex[:12]}"
-    try:
-        yield tag
-    finally:
-        with suppress(Exception):  # the image may never have been built
-            client.images.remove(tag, force=True)
-
-
-def envbuild(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "envbuild", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        timeout=600,
-    )
 
 
 def run_in(client: Any, tag: str, script: str) -> str:

@@ -21,15 +21,13 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from build_support import make_ca
+from build_support import envbuild, make_ca, temporary_tag
 
 from envbuild.build.refs import slug
 
@@ -55,28 +53,6 @@ DRIFT = ("numpy", "2.2.6", "2.2.5")  # the lock's pin, the version the derived i
 class Built:
     tag: str
     bundle: Path
-
-
-@contextmanager
-def temporary_tag(client: Any, name: str) -> Iterator[str]:
-    tag = f"envbuild-test/{name}:{uuid.uuid4().hex[:12]}"
-    try:
-        yield tag
-    finally:
-        with suppress(Exception):  # the image may never have been built
-            client.images.remove(tag, force=True)
-
-
-def envbuild(
-    *args: str | Path, timeout: int = 900, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "envbuild", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PIP_RETRIES": "0", **(env or {})},
-        timeout=timeout,
-    )
 
 
 def ok(*args: str | Path) -> subprocess.CompletedProcess[str]:
