@@ -246,6 +246,49 @@ class LockPackage(Frozen):
     origin: str
 
 
+class LockedFile(Frozen):
+    """One file of a locked distribution that installs on the lock's target (a wheel, normally)."""
+
+    filename: str  # "numpy-2.2.6-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
+    url: str  # where the resolver found it (https://..., or file://... for a --find-links folder)
+    sha256: str  # hex digest
+    size: int | None = None
+
+
+class LockedDistribution(Frozen):
+    """One distribution of the fully resolved environment (written by ``envbuild lock``)."""
+
+    name: str  # canonical project name
+    version: str  # public version ("2.13.0")
+    local: str | None = None  # "cpu", "cu128" (the torch family's variant tag)
+    files: tuple[LockedFile, ...]  # the target platform's file(s); their sha256 are the allowed hashes
+    declared_by: tuple[str, ...] = ()  # the profile's own lines: "requirements.txt:3", "torch pin"
+    required_by: tuple[str, ...] = ()  # parent distributions (canonical names)
+    index: str | None = None  # the index URL or --find-links folder it came from
+
+    @property
+    def spec(self) -> str:
+        return f"{self.name}=={self.version}" + (f"+{self.local}" if self.local else "")
+
+    @property
+    def hashes(self) -> tuple[str, ...]:
+        return tuple(sorted(f"sha256:{f.sha256}" for f in self.files))
+
+
+class LockResolution(Frozen):
+    """How the lock was resolved: enough to redo it and to say what it assumed."""
+
+    resolver: str  # "uv 0.13.9"
+    envbuild_version: str
+    python_version: str  # "3.11"
+    implementation: str  # "cp"
+    platform: str  # the resolver's platform ("x86_64-manylinux_2_36")
+    wheel_tags: tuple[str, ...]  # platform tags accepted, newest first ("manylinux_2_36_x86_64", ...)
+    index_urls: tuple[str, ...]  # first is the primary index
+    find_links: tuple[str, ...] = ()
+    indexes_from: Literal["bundle", "command line"] = "bundle"
+
+
 class Lock(Frozen):
     format: Literal["envbuild.lock/1"] = LOCK_FORMAT
     envbuild_version: str
@@ -279,6 +322,10 @@ class Lock(Frozen):
     workdir: str = WORKDIR_IN_IMAGE
     blender_version: str | None = None
     blender_devices: tuple[BlenderDevice, ...] = ()
+    # Written by `envbuild lock`: every distribution of the environment, pinned with its hashes.
+    resolved: bool = False
+    resolution: LockResolution | None = None
+    distributions: tuple[LockedDistribution, ...] = ()
 
 
 def first_validation_error(exc: ValidationError) -> str:
