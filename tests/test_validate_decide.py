@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from validate_support import gpu_lock
+from validate_support import gpu_lock, locked
 
 from envbuild.errors import UsageError
-from envbuild.models import LockPackage
+from envbuild.models import Lock, LockPackage
 from envbuild.validate.decide import decide_interpreter, decide_os, decide_packages, package_differences
 from envbuild.validate.decide_work import (
     decide_checkpoint,
@@ -16,6 +16,7 @@ from envbuild.validate.decide_work import (
     decide_extensions,
     decide_memory_cpu,
 )
+from envbuild.validate.model import StageResult
 from envbuild.validate.stages import select_stages
 
 
@@ -64,6 +65,144 @@ def test_broken_requirements_fail_packages() -> None:
     assert res.status == "failed"
     assert res.error == "1 package problem: " + broken[0]
     assert res.facts["envbuild_in_target"] is True
+
+
+RESOLVED = gpu_lock(
+    "cuda",
+    ["h100"],
+    packages=(_pkg("torch", "2.7.1", "cu128"), _pkg("numpy", "2.1.3")),
+    resolved=True,
+    distributions=(
+        locked("torch", "2.7.1", "cu128", declared_by=("torch pin",)),
+        locked("numpy", "2.1.3", declared_by=("requirements.txt:1",)),
+        locked("sympy", "1.14.0", required_by=("torch",)),
+        locked("typing-extensions", "4.15.0", required_by=("torch", "pydantic")),
+        locked("setuptools", "80.9.0", required_by=("torch",)),
+    ),
+)
+MATCHING = {
+    "torch": "2.7.1+cu128",
+    "numpy": "2.1.3",
+    "sympy": "1.14.0",
+    "typing-extensions": "4.15.0",
+    "setuptools": "80.9.0",
+}
+
+
+def _packages(lock: Lock, **installed: str | None) -> StageResult:
+    """decide_packages on MATCHING changed by ``installed`` (None: not installed)."""
+    have = {k: v for k, v in {**MATCHING, **installed}.items() if v is not None}
+    return decide_packages(lock, {"installed": have, "broken": [], "check_mode": "packaging"})
+
+
+def test_resolved_lock_missing_distribution_fails() -> None:
+    res = _packages(RESOLVED, numpy=None)
+    assert res.status == "failed"
+    assert res.facts["missing"] == ["numpy==2.1.3 (declared by requirements.txt:1)"]
+    assert res.facts["different"] == [] and res.facts["wrong_variant"] == [] and res.facts["extras"] == []
+    assert res.error == "1 package problem: missing (1): numpy==2.1.3 (declared by requirements.txt:1)"
+    assert res.hint == (
+        "reinstall from the bundle's requirements-rebuild.txt with "
+        "`/opt/venv/bin/python -m pip install --require-hashes --no-deps -r requirements-rebuild.txt`, "
+        "or rebuild the image; never upgrade by hand"
+    )
+
+
+def test_resolved_lock_drift_within_a_declared_range_fails_naming_who_required_it() -> None:
+    # torch asks for sympy>=1.13.3: 1.13.3 satisfies it (so pip check is happy) but is not what was locked.
+    res = _packages(RESOLVED, sympy="1.13.3", **{"typing-extensions": "4.14.1"})
+    assert res.status == "failed"
+    assert res.facts["different"] == [
+        "sympy 1.13.3 instead of 1.14.0 (required by torch)",
+        "typing-extensions 4.14.1 instead of 4.15.0 (required by torch, pydantic)",
+    ]
+    assert res.error == (
+        "2 package problems: different version (2): sympy 1.13.3 instead of 1.14.0 (required by torch), "
+        "typing-extensions 4.14.1 instead of 4.15.0 (required by torch, pydantic)"
+    )
+    assert res.facts["differences"] == [
+        "different version: sympy 1.13.3 instead of 1.14.0 (required by torch)",
+        "different version: typing-extensions 4.14.1 instead of 4.15.0 (required by torch, pydantic)",
+    ]
+    assert _packages(RESOLVED, sympy="1.14").status == "passed"  # the same version, spelled shorter
+
+
+def test_resolved_lock_local_tag_mismatch_is_a_wrong_variant() -> None:
+    cpu = _packages(RESOLVED, torch="2.7.1+cpu")
+    assert cpu.facts["wrong_variant"] == ["torch 2.7.1+cpu instead of 2.7.1+cu128 (declared by torch pin)"]
+    assert cpu.error == (
+        "1 package problem: wrong variant (1): torch 2.7.1+cpu instead of 2.7.1+cu128 (declared by torch pin)"
+    )
+    untagged = _packages(RESOLVED, torch="2.7.1")
+    assert untagged.facts["wrong_variant"] == ["torch 2.7.1 instead of 2.7.1+cu128 (declared by torch pin)"]
+    tagged = _packages(RESOLVED, numpy="2.1.3+local")  # a tag the lock does not have is wrong too
+    assert tagged.facts["wrong_variant"] == [
+        "numpy 2.1.3+local instead of 2.1.3 (declared by requirements.txt:1)"
+    ]
+    both = _packages(RESOLVED, torch="2.6.0+cpu")  # another release: a different version, variant shown
+    assert both.facts["different"] == ["torch 2.6.0+cpu instead of 2.7.1+cu128 (declared by torch pin)"]
+    assert both.facts["wrong_variant"] == []
+
+
+def test_resolved_lock_extras_are_listed_but_never_fail() -> None:
+    res = _packages(RESOLVED, pip="25.2", wheel="0.45.1", rich="14.1.0")
+    assert res.status == "passed" and res.error is None and res.hint is None
+    assert res.facts["extras"] == [
+        "pip 25.2 (comes with every venv)",
+        "rich 14.1.0",
+        "wheel 0.45.1 (comes with every venv)",
+    ]
+    assert res.facts["lock_resolved"] is True and res.facts["compared"] == "distributions"
+    assert res.facts["locked_count"] == 5 and "note" not in res.facts
+    # setuptools is in this lock, so a different one fails like any other distribution.
+    assert _packages(RESOLVED, setuptools="75.0.0").facts["different"] == [
+        "setuptools 75.0.0 instead of 80.9.0 (required by torch)"
+    ]
+    # Alongside a failure the error line names the extras too, saying they do not fail.
+    failed = _packages(RESOLVED, pip="25.2", numpy=None)
+    assert failed.error == (
+        "1 package problem: missing (1): numpy==2.1.3 (declared by requirements.txt:1); "
+        "not in the lock, not failing (1): pip 25.2 (comes with every venv)"
+    )
+
+
+def test_resolved_lock_keeps_the_broken_requirements_check() -> None:
+    broken = ["torch 2.7.1+cu128 requires filelock, which is not installed"]
+    facts = {"installed": MATCHING, "broken": broken, "check_mode": "packaging"}
+    res = decide_packages(RESOLVED, facts)
+    assert res.status == "failed" and res.facts["broken"] == broken
+    assert res.error == "1 package problem: broken requirements (1): " + broken[0]
+
+
+def test_names_are_compared_canonically() -> None:
+    installed = {**MATCHING, "Typing_Extensions": "4.15.0", "NumPy": "2.1.3"}
+    del installed["typing-extensions"], installed["numpy"]
+    names = {"typing-extensions": "Typing_Extensions", "numpy": "NumPy"}
+    res = decide_packages(RESOLVED, {"installed": installed, "names": names, "broken": []})
+    assert res.status == "passed", res.error
+    assert res.facts["missing"] == [] and res.facts["extras"] == []
+    assert res.facts["declared_installed"] == {"torch": "2.7.1+cu128", "numpy": "2.1.3"}
+    extra = decide_packages(
+        RESOLVED, {"installed": {**MATCHING, "Rich_Text": "1"}, "names": {"rich-text": "Rich_Text"}}
+    )
+    assert extra.facts["extras"] == ["Rich_Text 1"]  # shown as the distribution spells itself
+
+
+def test_unresolved_lock_compares_the_declared_requirements_with_a_note() -> None:
+    unresolved = RESOLVED.model_copy(update={"resolved": False})  # distributions ignored
+    res = _packages(unresolved, sympy="1.13.3", rich="14.1.0")
+    assert res.status == "passed"  # transitive drift is not seen: that is what the note says
+    note = (
+        "the lock is not resolved: only its 2 declared requirements were compared, transitive "
+        "dependencies were not checked (run `envbuild lock BUNDLE` to lock every distribution, then "
+        "validate again)"
+    )
+    assert res.facts["note"] == note and res.hint == note
+    assert res.facts["lock_resolved"] is False and res.facts["compared"] == "declared"
+    assert not {"missing", "different", "wrong_variant", "extras"} & set(res.facts)
+    failed = _packages(unresolved, numpy="2.2.0")
+    assert failed.error == "1 package problem: numpy: declared 2.1.3, installed 2.2.0"
+    assert failed.hint is not None and failed.hint.endswith("; " + note)
 
 
 def test_interpreter_version_and_prefix() -> None:

@@ -9,7 +9,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from envbuild.models import Lock, LockTarget
+from packaging.utils import canonicalize_name
+
+from envbuild.models import Lock, LockedDistribution, LockedFile, LockTarget
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -99,6 +101,42 @@ def gpu_lock(backend: str, targets: list[str], **update: Any) -> Lock:
         **update,
     }
     return Lock.model_validate(fields)
+
+
+def locked(
+    name: str,
+    version: str,
+    local: str | None = None,
+    *,
+    declared_by: tuple[str, ...] = (),
+    required_by: tuple[str, ...] = (),
+) -> LockedDistribution:
+    """One distribution of a resolved lock, with a made-up wheel (the validator never reads files)."""
+    tag = f"+{local}" if local else ""
+    wheel = f"{name.replace('-', '_')}-{version}{tag}-py3-none-any.whl"
+    return LockedDistribution(
+        name=name,
+        version=version,
+        local=local,
+        files=(LockedFile(filename=wheel, url=f"https://files.example/{wheel}", sha256="0" * 64),),
+        declared_by=declared_by,
+        required_by=required_by,
+    )
+
+
+def venv_distributions() -> tuple[LockedDistribution, ...]:
+    """This venv's installed set as a resolved lock would hold it (first copy of a name wins, as for
+    imports and for the packages probe)."""
+    seen: dict[str, LockedDistribution] = {}
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"]
+        if not name:
+            continue
+        key = canonicalize_name(name)
+        if key not in seen:
+            public, _, local = dist.version.partition("+")
+            seen[key] = locked(key, public, local or None)
+    return tuple(seen[k] for k in sorted(seen))
 
 
 def torch_fixture(name: str) -> dict[str, Any]:
