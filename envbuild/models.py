@@ -322,6 +322,11 @@ class Lock(Frozen):
     workdir: str = WORKDIR_IN_IMAGE
     blender_version: str | None = None
     blender_devices: tuple[BlenderDevice, ...] = ()
+    # The resolver's input, as declared: index URLs, every requirement line (torch-family pins first,
+    # then the profile's lines with their origins, duplicates kept) and the bundle's constraint copies.
+    index_urls: tuple[IndexUrl, ...] = ()
+    declared: tuple[RequirementLine, ...] = ()
+    constraint_files: tuple[str, ...] = ()  # "constraints/01-constraints.txt", relative to the bundle
     # Written by `envbuild lock`: every distribution of the environment, pinned with its hashes.
     resolved: bool = False
     resolution: LockResolution | None = None

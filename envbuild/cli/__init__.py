@@ -43,7 +43,7 @@ def cli() -> None:
 
 
 def main() -> None:
-    from envbuild.cli import _build, _catalog, _check, _profiles, _render, _validate  # noqa: F401
+    from envbuild.cli import _build, _catalog, _check, _lock, _profiles, _render, _validate  # noqa: F401
 
     try:
         cli.main(standalone_mode=False)

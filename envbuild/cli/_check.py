@@ -13,8 +13,9 @@ from typing import Any
 import click
 
 from envbuild.cli import cli, handle_errors
+from envbuild.cli._lock import index_options, links
 from envbuild.errors import EXIT_FINDINGS, EXIT_OK
-from envbuild.models import CheckResult
+from envbuild.models import CheckResult, Finding
 
 
 def result_json(result: CheckResult) -> dict[str, Any]:
@@ -78,13 +79,48 @@ def _print_human(result: CheckResult) -> None:
 @click.option("--target", "targets", multiple=True, metavar="ID", help="Target card id (repeatable).")
 @click.option("--driver", metavar="VERSION", help="NVIDIA driver version of the machine, e.g. 570.124.06.")
 @click.option("--json", "as_json", is_flag=True, help="Print {ok, findings, plan} as JSON.")
+@click.option(
+    "--resolve",
+    is_flag=True,
+    help="Also resolve every distribution for the image's target (as `envbuild lock` does); writes nothing.",
+)
+@index_options
 @handle_errors
-def check_cmd(profile: str, targets: tuple[str, ...], driver: str | None, as_json: bool) -> None:
+def check_cmd(
+    profile: str,
+    targets: tuple[str, ...],
+    driver: str | None,
+    as_json: bool,
+    resolve: bool,
+    index_urls: tuple[str, ...],
+    find_links: tuple[str, ...],
+) -> None:
     """Resolve PROFILE (a built-in name or a .toml path) into a plan and check it against the targets."""
+    from envbuild.errors import UsageError
     from envbuild.plan import check
     from envbuild.profile import load_profile
 
+    if (index_urls or find_links) and not resolve:
+        raise UsageError("--index-url and --find-links apply only with --resolve")
     result = check(load_profile(profile), targets=targets or None, driver=driver)
+    if resolve:
+        from envbuild.lock import resolve_plan
+
+        resolved = resolve_plan(result.plan, index_urls=index_urls, find_links=links(find_links))
+        found = list(resolved.findings)
+        if resolved.ok:
+            found.append(
+                Finding(
+                    severity="info",
+                    code="I-RESOLVED",
+                    message=(
+                        f"{len(resolved.distributions)} distributions resolve for "
+                        f"{resolved.resolution.platform} (CPython {resolved.resolution.python_version}) "
+                        f"with {resolved.resolution.resolver}"
+                    ),
+                )
+            )
+        result = CheckResult(plan=result.plan, findings=(*result.findings, *found))
     if as_json:
         click.echo(json.dumps(result_json(result), indent=2, sort_keys=True))
     else:

@@ -22,6 +22,7 @@ from envbuild.models import (
 )
 from envbuild.profile.fields import secret_key_reason, secret_value_reason
 from envbuild.render.apt import apt_packages, runtime_packages
+from envbuild.render.constraints import collect_constraints
 
 _OS_RELEASE = {
     "ubuntu22.04": ("ubuntu", "22.04"),
@@ -97,6 +98,20 @@ def lock_packages(plan: Plan) -> tuple[LockPackage, ...]:
     return tuple(packages.values())
 
 
+PIN_ORIGIN = "torch.version (torch-family pin)"
+
+
+def declared_lines(plan: Plan) -> tuple[RequirementLine, ...]:
+    """The resolver's input: the torch-family pins, then every requirement and option line as declared."""
+    pins = tuple(
+        RequirementLine(
+            kind="requirement", text=pin.spec, name=canonicalize_name(pin.name), origin=PIN_ORIGIN
+        )
+        for pin in plan.pins
+    )
+    return pins + tuple(line for line in plan.requirements if line.kind != "include")
+
+
 def make_lock(plan: Plan) -> Lock:
     profile = plan.profile
     release_id, release_version = os_release(plan.os)
@@ -142,6 +157,9 @@ def make_lock(plan: Plan) -> Lock:
         workdir=WORKDIR_IN_IMAGE,
         blender_version=plan.blender_version,
         blender_devices=profile.blender.devices,
+        index_urls=plan.index_urls,
+        declared=declared_lines(plan),
+        constraint_files=tuple(c.bundle_path for c in collect_constraints(plan)),
     )
 
 

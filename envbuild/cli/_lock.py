@@ -1,0 +1,92 @@
+"""``envbuild lock BUNDLE [--index-url URL]... [--find-links DIR]... [--json]``.
+
+Exit 0 when the bundle was locked, 1 when the resolution has error findings (nothing written) or the
+resolver could not decide, 2 for a bad bundle or usage.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from envbuild.cli import F, cli, handle_errors
+from envbuild.errors import EXIT_FINDINGS
+
+INDEX_HELP = "Resolve against this index instead of the bundle's (repeatable; the first is primary)."
+FIND_LINKS_HELP = "Also take wheels from this folder or URL (repeatable)."
+
+
+def index_options(func: F) -> F:
+    """``--index-url`` and ``--find-links``, shared by ``lock``, ``fetch`` and ``check --resolve``."""
+    links_option = click.option(
+        "--find-links", "find_links", multiple=True, metavar="DIR|URL", help=FIND_LINKS_HELP
+    )
+    index_option = click.option("--index-url", "index_urls", multiple=True, metavar="URL", help=INDEX_HELP)
+    return index_option(links_option(func))
+
+
+def links(values: tuple[str, ...]) -> tuple[str, ...]:
+    """Local --find-links folders as absolute paths (checked), URLs as given."""
+    from envbuild.errors import UsageError
+
+    out = []
+    for value in values:
+        if "://" in value:
+            out.append(value)
+            continue
+        path = Path(value)
+        if not path.is_dir():
+            raise UsageError(
+                f"--find-links {value}: not a folder (give a folder of wheels or an http(s) URL)"
+            )
+        out.append(str(path.resolve()))
+    return tuple(out)
+
+
+@cli.command("lock")
+@click.argument("bundle", type=click.Path(path_type=Path, file_okay=False))
+@index_options
+@click.option("--json", "as_json", is_flag=True, help="Print {ok, findings, resolution, distributions}.")
+@handle_errors
+def lock_command(
+    bundle: Path, index_urls: tuple[str, ...], find_links: tuple[str, ...], as_json: bool
+) -> None:
+    """Resolve every distribution BUNDLE installs, for the image's target, and pin each with its hashes."""
+    from envbuild.lock import lock_bundle
+
+    outcome = lock_bundle(
+        bundle,
+        index_urls=index_urls,
+        find_links=links(find_links),
+        say=lambda m: click.echo(f"envbuild: {m}", err=True),
+    )
+    resolved = outcome.resolved
+    if as_json:
+        payload = {
+            "ok": resolved.ok,
+            "findings": [f.model_dump(mode="json") for f in resolved.findings],
+            "resolution": resolved.resolution.model_dump(mode="json"),
+            "distributions": [d.model_dump(mode="json") for d in resolved.distributions],
+        }
+        click.echo(json.dumps(payload, indent=2, sort_keys=True))
+    else:
+        for finding in resolved.findings:
+            click.echo(
+                f"{finding.severity}: {finding.code}: {finding.message}", err=finding.severity == "error"
+            )
+        if outcome.lock is not None:
+            for dist in resolved.distributions:
+                via = ", ".join([*dist.declared_by, *dist.required_by])
+                click.echo(f"  {dist.spec:40} {via}")
+            click.echo(
+                f"locked {len(resolved.distributions)} distributions in {outcome.seconds:.1f} s "
+                f"({resolved.resolution.resolver}, {resolved.resolution.platform}): "
+                f"{bundle / 'requirements-rebuild.txt'}, {bundle / 'envbuild.lock.json'}"
+            )
+    if outcome.lock is None:
+        if not as_json:
+            click.echo("envbuild: error: the requirements do not resolve; nothing written", err=True)
+        sys.exit(EXIT_FINDINGS)

@@ -1,0 +1,367 @@
+"""Resolve a lock's declared requirements into every distribution of the environment.
+
+Input: the lock render wrote (its ``declared`` lines, index URLs and constraint copies, and its target:
+Python, OS/glibc, architecture).  Output: :class:`Resolved` with every distribution pinned to the
+target's file(s) and their sha256, or error findings naming what cannot work and why:
+
+- ``E-REQ-CONFLICT``: no set of versions satisfies the requirements; every declared requirement
+  involved is named with where it came from;
+- ``E-SOURCE-ONLY`` / ``E-SOURCE-NEEDS-TORCH``: only a source distribution exists for the target (the
+  image installs wheels only), and when its build imports torch, what to use instead;
+- ``E-REQ-HASH``: a hash-locked input line's hashes do not include the target file's sha256.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+from urllib.parse import unquote, urlsplit
+
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import Version
+
+from envbuild import __version__
+from envbuild.errors import EXIT_FINDINGS, EnvbuildError
+from envbuild.lock.sources import source_build_facts
+from envbuild.lock.target import Target
+from envbuild.lock.uv import (
+    Annotation,
+    ResolverFailed,
+    Sources,
+    base_command,
+    parse_annotated,
+    run_uv,
+    uv_binary,
+    uv_version,
+)
+from envbuild.models import (
+    Finding,
+    Lock,
+    LockedDistribution,
+    LockedFile,
+    LockResolution,
+    RequirementLine,
+)
+from envbuild.net import redact_url
+
+_NAME_IN_TEXT = re.compile(
+    r"(?<![\w./-])([A-Za-z0-9][A-Za-z0-9._-]*)"
+    r"(?=(?:\[[^\]]*\])?(?:==|>=|<=|!=|~=|<|>| has | was |$|\s|,|\.))"
+)
+_NO_WHEELS = re.compile(
+    r"([A-Za-z0-9][A-Za-z0-9._-]*)(?:==(\S+?))? has no (?:usable wheels|wheels with a matching [^,.]*)"
+)
+_WHEELS_REQUIRED = re.compile(r"Wheels are required for `([^`]+)`")
+_NETWORK = (
+    "Failed to fetch",
+    "error sending request",
+    "Could not connect",
+    "dns error",
+    "tcp connect error",
+    "Request failed after",
+    "Failed to download",
+    "failed to read from file",
+)
+
+
+class ResolveError(EnvbuildError):
+    """The resolver could not run to a decision (an index unreachable, uv missing or failing)."""
+
+    exit_code = EXIT_FINDINGS
+
+
+@dataclass(frozen=True)
+class Resolved:
+    distributions: tuple[LockedDistribution, ...]
+    findings: tuple[Finding, ...]
+    resolution: LockResolution
+
+    @property
+    def ok(self) -> bool:
+        return not any(f.severity == "error" for f in self.findings)
+
+
+def _words(line: RequirementLine) -> list[str]:
+    try:
+        words = shlex.split(line.text)
+    except ValueError:
+        return []
+    if words and words[0].startswith("--") and "=" in words[0]:
+        name, _, value = words[0].partition("=")
+        words = [name, value, *words[1:]]
+    return words
+
+
+def sources_for(
+    lock: Lock, index_urls: Iterable[str] = (), find_links: Iterable[str] = ()
+) -> tuple[Sources, str]:
+    """The indexes and find-links of the lock (or the command line's), and where the indexes came from."""
+    index_urls = tuple(index_urls)
+    found_links = list(find_links)
+    declared_indexes: list[str] = []
+    prerelease = False
+    for line in lock.declared:
+        if line.kind != "option":
+            continue
+        words = _words(line)
+        if len(words) >= 2 and words[0] in ("-i", "--index-url", "--extra-index-url"):
+            declared_indexes.append(words[1])
+        elif len(words) >= 2 and words[0] in ("-f", "--find-links"):
+            found_links.append(words[1])
+        elif words[:1] == ["--pre"]:
+            prerelease = True
+    if index_urls:
+        urls, origin = index_urls, "command line"
+    else:
+        primary = [i.url for i in lock.index_urls if i.primary]
+        extra = [i.url for i in lock.index_urls if not i.primary]
+        urls = tuple(dict.fromkeys([*primary, *extra, *declared_indexes]))
+        if not urls:
+            urls = ("https://pypi.org/simple",)
+        origin = "bundle"
+    return Sources(tuple(urls), tuple(dict.fromkeys(found_links)), prerelease), origin
+
+
+def input_text(lock: Lock) -> str:
+    """The resolver's input: one requirement per line, without hashes (checked separately)."""
+    lines = [
+        "# envbuild lock: the bundle's declared requirements (torch-family pins first, then the profile's)"
+    ]
+    for line in lock.declared:
+        if line.kind == "requirement":
+            lines.append(line.text)
+    return "\n".join(lines) + "\n"
+
+
+def _origins(lock: Lock) -> dict[str, list[RequirementLine]]:
+    by_name: dict[str, list[RequirementLine]] = {}
+    for line in lock.declared:
+        if line.kind == "requirement" and line.name:
+            by_name.setdefault(str(canonicalize_name(line.name)), []).append(line)
+    return by_name
+
+
+def _describe(lines: list[RequirementLine]) -> str:
+    return "; ".join(f"{line.origin}: {line.text}" for line in lines)
+
+
+def _file_name(url: str, entry: dict[str, Any]) -> str:
+    name = entry.get("name")
+    if isinstance(name, str) and name:
+        return name
+    return unquote(urlsplit(url).path.rsplit("/", 1)[-1])
+
+
+def _file(entry: dict[str, Any]) -> LockedFile | None:
+    url = str(entry.get("url") or entry.get("path") or "")
+    hashes = entry.get("hashes") or {}
+    sha = hashes.get("sha256") if isinstance(hashes, dict) else None
+    if not url or not isinstance(sha, str):
+        return None
+    size = entry.get("size")
+    return LockedFile(
+        filename=_file_name(url, entry),
+        url=redact_url(url),
+        sha256=sha,
+        size=size if isinstance(size, int) else None,
+    )
+
+
+def _installable(filename: str, target: Target) -> bool:
+    try:
+        tags = parse_wheel_filename(filename)[3]
+    except InvalidWheelFilename:
+        return False
+    return bool(set(tags) & target.tags)
+
+
+def distributions_from(
+    pylock: dict[str, Any], annotations: dict[str, Annotation], lock: Lock, target: Target
+) -> tuple[list[LockedDistribution], list[str]]:
+    """(every distribution with its target files, names that have only a source distribution)."""
+    origins = _origins(lock)
+    dists: list[LockedDistribution] = []
+    source_only: list[str] = []
+    for package in cast(list[dict[str, Any]], pylock.get("packages", [])):
+        name = str(canonicalize_name(str(package["name"])))
+        version = Version(str(package["version"]))
+        entries = list(package.get("wheels") or [])
+        archive = package.get("archive")
+        if isinstance(archive, dict):
+            entries.append(archive)
+        files = [f for f in (_file(e) for e in entries) if f is not None and _installable(f.filename, target)]
+        if not files:
+            source_only.append(name)
+            continue
+        note = annotations.get(name)
+        parents = tuple(
+            sorted(str(canonicalize_name(v)) for v in (note.via if note else ()) if not v.startswith("-"))
+        )
+        dists.append(
+            LockedDistribution(
+                name=name,
+                version=version.public,
+                local=version.local,
+                files=tuple(sorted(files, key=lambda f: f.filename)),
+                declared_by=tuple(line.origin for line in origins.get(name, [])),
+                required_by=parents,
+                index=note.index if note else None,
+            )
+        )
+    dists.sort(key=lambda d: d.name)
+    return dists, source_only
+
+
+def hash_findings(lock: Lock, dists: Iterable[LockedDistribution]) -> list[Finding]:
+    """A hash-locked input line must allow the file the lock chose for the target."""
+    by_name = {d.name: d for d in dists}
+    findings: list[Finding] = []
+    for line in lock.declared:
+        if line.kind != "requirement" or not line.hashes or not line.name:
+            continue
+        dist = by_name.get(str(canonicalize_name(line.name)))
+        wanted = {h.split(":", 1)[1] for h in line.hashes if h.startswith("sha256:")}
+        if dist is None or not wanted:
+            continue
+        got = {f.sha256 for f in dist.files}
+        if not got & wanted:
+            files = ", ".join(f"{f.filename} (sha256:{f.sha256})" for f in dist.files)
+            findings.append(
+                Finding(
+                    severity="error",
+                    code="E-REQ-HASH",
+                    message=(
+                        f"{line.origin}: {line.text} allows only {len(wanted)} sha256 hash(es), none of "
+                        f"which is the target's file {files}; the hashes were generated for another "
+                        "platform, Python or release: regenerate the file for the image's target, or drop its hashes"
+                    ),
+                )
+            )
+    return findings
+
+
+def _involved(text: str, lock: Lock) -> str:
+    origins = _origins(lock)
+    named = []
+    for match in _NAME_IN_TEXT.finditer(text):
+        key = str(canonicalize_name(match.group(1)))
+        if key in origins and key not in named:
+            named.append(key)
+    return "; ".join(f"{key} ({_describe(origins[key])})" for key in named)
+
+
+def source_only_finding(
+    name: str, declared: list[RequirementLine], target: Target, sources: Sources
+) -> Finding:
+    """What to do about a distribution that has only a source distribution for the target."""
+    facts = source_build_facts(name, declared, sources)
+    what = f"{name} {facts.version}" if facts.version else name
+    where = _describe(declared) if declared else "a dependency of the profile's requirements"
+    abi = f"cp{target.interpreter[0]}{target.interpreter[1]}"
+    if facts.needs_torch:
+        message = (
+            f"{what} ({where}) is published only as a source distribution for {target.describe()}, and its "
+            f"build imports torch ({facts.evidence}), so pip cannot build it in an isolated build "
+            "environment and the image installs wheels only. Use instead: a prebuilt wheel for this torch/CUDA/Python "
+            f"triple as a direct URL (`{name} @ https://.../<wheel built for the torch release, its variant "
+            f"and {abi}>.whl`), or a pinned build step in the Dockerfile after torch "
+            "(`pip install --no-build-isolation`) on a devel base image"
+        )
+        return Finding(severity="error", code="E-SOURCE-NEEDS-TORCH", message=message)
+    evidence = f" ({facts.evidence})" if facts.evidence else ""
+    message = (
+        f"{what} ({where}) has no wheel for {target.describe()}, only a source distribution{evidence}; the "
+        "image installs wheels only (--only-binary :all:). Pin a release that publishes a wheel for this "
+        "Python and platform, or give a wheel URL"
+    )
+    return Finding(severity="error", code="E-SOURCE-ONLY", message=message)
+
+
+def conflict_findings(text: str, lock: Lock, target: Target, sources: Sources) -> list[Finding]:
+    cause = text.removeprefix("error: ").strip()
+    names = {m.group(1) for m in _NO_WHEELS.finditer(cause)} | set(_WHEELS_REQUIRED.findall(cause))
+    origins = _origins(lock)
+    findings = [
+        source_only_finding(name, origins.get(name, []), target, sources)
+        for name in sorted({str(canonicalize_name(n)) for n in names})
+    ]
+    if not findings:
+        involved = _involved(cause, lock)
+        findings.append(
+            Finding(
+                severity="error",
+                code="E-REQ-CONFLICT",
+                message=(
+                    "the requirements cannot be installed together for "
+                    f"{target.describe()}: {' '.join(cause.split())}"
+                    + (f" Involved: {involved}." if involved else "")
+                ),
+            )
+        )
+    return findings
+
+
+def resolve(
+    lock: Lock,
+    *,
+    bundle: Path | None = None,
+    index_urls: Iterable[str] = (),
+    find_links: Iterable[str] = (),
+) -> Resolved:
+    """Resolve ``lock``'s declared requirements for its target.  Writes nothing outside a temp folder."""
+    target = Target.of(lock)
+    sources, indexes_from = sources_for(lock, index_urls, find_links)
+    binary = uv_binary()
+    resolution = LockResolution(
+        resolver=uv_version(binary),
+        envbuild_version=__version__,
+        python_version=target.python_version,
+        implementation=target.implementation,
+        platform=target.resolver_platform,
+        wheel_tags=target.platform_tags,
+        index_urls=tuple(redact_url(u) for u in sources.index_urls),
+        find_links=tuple(redact_url(f) for f in sources.find_links),
+        indexes_from="command line" if indexes_from == "command line" else "bundle",
+    )
+    constraints = [bundle / c for c in lock.constraint_files] if bundle is not None else []
+    missing = [str(p) for p in constraints if not p.is_file()]
+    if missing:
+        raise ResolveError(
+            f"constraint file(s) named by the lock are missing: {', '.join(missing)}; re-render"
+        )
+    with tempfile.TemporaryDirectory(prefix="envbuild-lock-") as tmp:
+        work = Path(tmp)
+        (work / "requirements.in").write_text(input_text(lock), encoding="utf-8")
+        command = base_command(binary, target, sources, constraints)
+        try:
+            raw = run_uv(command, work / "requirements.in", work)
+        except ResolverFailed as failed:
+            if any(marker in failed.text for marker in _NETWORK):
+                indexes = ", ".join(resolution.index_urls) or "none"
+                raise ResolveError(
+                    f"the resolver could not read an index ({indexes}):\n{failed.text}\nPass --index-url "
+                    "for a reachable mirror, or --find-links for a folder of wheels (repeatable)"
+                ) from None
+            if "No solution found" not in failed.text and "has no usable wheels" not in failed.text:
+                raise ResolveError(f"the resolver failed:\n{failed.text}") from None
+            return Resolved((), tuple(conflict_findings(failed.text, lock, target, sources)), resolution)
+    annotations = parse_annotated(raw.annotated)
+    dists, source_only = distributions_from(raw.pylock, annotations, lock, target)
+    findings: list[Finding] = []
+    if source_only:
+        findings += conflict_findings(
+            " ".join(f"{n} has no usable wheels" for n in source_only), lock, target, sources
+        )
+    mismatch = sorted({d.name for d in dists} ^ (set(annotations) - set(source_only)))
+    if mismatch:
+        raise ResolveError(f"the resolver's two outputs disagree on: {', '.join(mismatch)}; run lock again")
+    findings += hash_findings(lock, dists)
+    return Resolved(tuple(dists), tuple(findings), resolution)
+
+
+__all__ = ["ResolveError", "Resolved", "resolve", "sources_for"]

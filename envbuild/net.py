@@ -1,0 +1,84 @@
+"""HTTP(S) downloads that honour the trust and proxy settings pip users already have.
+
+Trust: ``PIP_CERT``, then ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``, else the system store (Python's default
+paths).  Proxies: ``HTTPS_PROXY`` / ``HTTP_PROXY`` / ``NO_PROXY`` (urllib reads them).  ``file://`` URLs
+(a ``--find-links`` folder) are read from disk.  Nothing here keeps credentials: a URL's user info is
+never logged, and callers strip it before writing a URL anywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+USER_AGENT = "envbuild (+https://github.com/envbuild)"
+TIMEOUT_S = 60.0
+
+
+def cert_file() -> str | None:
+    """The CA bundle pip would use: PIP_CERT, then SSL_CERT_FILE (None: the system store)."""
+    for name in ("PIP_CERT", "SSL_CERT_FILE"):
+        value = os.environ.get(name)
+        if value and Path(value).is_file():
+            return value
+    return None
+
+
+def ssl_context() -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=cert_file(), capath=os.environ.get("SSL_CERT_DIR") or None)
+    return context
+
+
+def redact_url(url: str) -> str:
+    """``url`` without user info (``https://user:pass@host/x`` -> ``https://***@host/x``)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"***@{host}"))
+
+
+def open_url(url: str, *, accept: str | None = None, timeout: float = TIMEOUT_S) -> BinaryIO:
+    """Open ``url`` for reading (http, https or file)."""
+    parts = urlsplit(url)
+    if parts.scheme == "file":
+        return Path(unquote(parts.path)).open("rb")
+    if parts.scheme not in ("http", "https"):
+        raise OSError(f"unsupported URL scheme {parts.scheme!r} in {redact_url(url)}")
+    headers = {"User-Agent": USER_AGENT}
+    if accept:
+        headers["Accept"] = accept
+    request = urllib.request.Request(url, headers=headers)
+    handlers: list[urllib.request.BaseHandler] = [
+        urllib.request.ProxyHandler(),
+        urllib.request.HTTPSHandler(context=ssl_context()),
+    ]
+    opener = urllib.request.build_opener(*handlers)
+    response = opener.open(request, timeout=timeout)
+    return response  # type: ignore[no-any-return]
+
+
+def download(url: str, dest: Path, *, update: Callable[[bytes], None] | None = None) -> int:
+    """Copy ``url`` to ``dest`` (written whole or not at all); return the byte count.
+
+    ``update`` sees every chunk (a hash object's ``update``), so the caller checks bytes as they arrive.
+    """
+    part = dest.with_name(dest.name + ".part")
+    size = 0
+    try:
+        with open_url(url) as source, part.open("wb") as sink:
+            for chunk in iter(lambda: source.read(1 << 20), b""):
+                sink.write(chunk)
+                size += len(chunk)
+                if update is not None:
+                    update(chunk)
+        part.replace(dest)
+    finally:
+        if part.exists():
+            part.unlink()
+    return size
