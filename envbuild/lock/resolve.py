@@ -238,7 +238,8 @@ def hash_findings(lock: Lock, dists: Iterable[LockedDistribution]) -> list[Findi
                     message=(
                         f"{line.origin}: {line.text} allows only {len(wanted)} sha256 hash(es), none of "
                         f"which is the target's file {files}; the hashes were generated for another "
-                        "platform, Python or release: regenerate the file for the image's target, or drop its hashes"
+                        "platform, Python or release: regenerate the file for the image's target, or drop "
+                        "its hashes"
                     ),
                 )
             )
@@ -267,7 +268,8 @@ def source_only_finding(
         message = (
             f"{what} ({where}) is published only as a source distribution for {target.describe()}, and its "
             f"build imports torch ({facts.evidence}), so pip cannot build it in an isolated build "
-            "environment and the image installs wheels only. Use instead: a prebuilt wheel for this torch/CUDA/Python "
+            "environment and the image installs wheels only. Use instead: a prebuilt wheel for this "
+            "torch/CUDA/Python "
             f"triple as a direct URL (`{name} @ https://.../<wheel built for the torch release, its variant "
             f"and {abi}>.whl`), or a pinned build step in the Dockerfile after torch "
             "(`pip install --no-build-isolation`) on a devel base image"
