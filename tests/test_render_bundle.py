@@ -1,9 +1,10 @@
-"""render_bundle: the files, atomic replacement, refusals, determinism and the app/ copy."""
+"""render_bundle: the files, atomic replacement, what a re-render keeps, refusals, determinism, app/."""
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from envbuild.models import Finding, Plan
 from envbuild.render import bundle as bundle_module
 from envbuild.render import render_bundle
 
-COMMAND = "envbuild render train --target h100 --out out"
+COMMAND = "envbuild render train --target h100"
 ERROR = Finding(severity="error", code="E-VENDOR-MISMATCH", message="cuda profile on an AMD card")
 WARNING = Finding(severity="warning", code="W-PTX-JIT", message="runs through PTX JIT | slow *start*")
 
@@ -73,12 +74,65 @@ def test_force_writes_and_says_so(tmp_path: Path) -> None:
     assert r"runs through PTX JIT \| slow \*start\*" in readme
 
 
-def test_previous_bundle_is_replaced_whole(tmp_path: Path) -> None:
+def test_rerender_replaces_what_render_owns_and_keeps_the_rest(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    out = render_bundle(result(app_plan(tmp_path)), tmp_path / "b", command=COMMAND)
+    kept = {
+        "wheelhouse/numpy-2.1.3-cp312-cp312-manylinux_2_17_x86_64.whl": b"wheel",
+        "wheelhouse/SHA256SUMS": b"abc  numpy-2.1.3-cp312-cp312-manylinux_2_17_x86_64.whl\n",
+        "tools/envbuild-0.1.0-py3-none-any.whl": b"tool",
+        "certs/x.crt": b"-----BEGIN CERTIFICATE-----\n",
+        "build-myenv-1.log": b"step 1/9\n",
+        "notes/todo.md": b"mine\n",
+    }
+    for rel, data in kept.items():
+        (out / rel).parent.mkdir(exist_ok=True)
+        (out / rel).write_bytes(data)
+    inode = (out / "wheelhouse" / "SHA256SUMS").stat().st_ino
+    (out / "Dockerfile").write_text("edited by hand\n")
+    (out / "app" / "stray.py").write_text("not in the profile\n")
+    (app / "config" / "pilot.json").write_text('{"n": 13}\n')
+    (app / "src" / "pilot.py").unlink()
+    (app / "src" / "new.py").write_text("print('new')\n")
+
+    render_bundle(result(app_plan(tmp_path), WARNING), out, command=COMMAND)
+    files = tree(out)
+    assert {rel: files.get(rel) for rel in kept} == kept
+    assert (out / "wheelhouse" / "SHA256SUMS").stat().st_ino == inode  # moved, not copied
+    assert sorted(f for f in files if f.startswith("app/")) == [
+        "app/.keep",
+        "app/config/pilot.json",
+        "app/src/new.py",
+        "app/src/run.sh",
+    ]
+    assert files["app/config/pilot.json"] == b'{"n": 13}\n'
+    assert files["Dockerfile"].startswith(b"# ") and b"edited by hand" not in files["Dockerfile"]
+    assert b"W-PTX-JIT" in files["README.md"]
+    assert all(files[f"{d}/.keep"] == b"" for d in ("wheelhouse", "certs", "tools", "app"))
+    assert siblings(out) == ["b", "proj"]
+
+
+def test_rerender_refuses_to_lose_a_kept_path_unless_forced(tmp_path: Path) -> None:
     out = render_bundle(result(cuda_plan()), tmp_path / "b", command=COMMAND)
-    (out / "wheelhouse" / "stale.whl").write_bytes(b"x")
-    render_bundle(result(cuda_plan(python_version="3.11")), out, command=COMMAND)
-    assert not (out / "wheelhouse" / "stale.whl").exists()
-    assert "python3.11 -m venv" in (out / "Dockerfile").read_text()
+    shutil.rmtree(out / "certs")
+    (out / "certs").write_text("a file where render writes a folder")
+    (out / "README.md").unlink()
+    (out / "README.md").mkdir()
+    (out / "README.md" / "draft.md").write_text("a folder where render writes a file")
+    (out / "wheelhouse" / "a.whl").write_bytes(b"kept")
+    before = tree(out)
+    with pytest.raises(BundleError, match="would lose 2 path") as info:
+        render_bundle(result(cuda_plan(python_version="3.11")), out, command=COMMAND)
+    assert info.value.exit_code == 2
+    assert f"{out / 'certs'} (a file or link where the bundle has a folder)" in str(info.value)
+    assert f"{out / 'README.md'} (a folder where the bundle has a file)" in str(info.value)
+    assert tree(out) == before and siblings(out) == ["b"]
+
+    render_bundle(result(cuda_plan(python_version="3.11")), out, command=COMMAND, force=True)
+    files = tree(out)
+    assert files["certs/.keep"] == b"" and (out / "README.md").is_file()
+    assert files["wheelhouse/a.whl"] == b"kept"  # what can be kept still is
+    assert "python3.11 -m venv" in files["Dockerfile"].decode()
     assert siblings(out) == ["b"]
 
 
@@ -131,6 +185,8 @@ def test_failure_while_swapping_restores_the_previous_bundle(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     out = render_bundle(result(cuda_plan()), tmp_path / "b", command=COMMAND)
+    (out / "wheelhouse" / "a.whl").write_bytes(b"fetched")  # moved into the new tree, then back
+    (out / "notes.txt").write_text("mine")
     before = tree(out)
     real = os.rename
 

@@ -1,7 +1,9 @@
 """``envbuild render``: a checked plan becomes a build bundle (see docs/architecture.md).
 
 Public API: :func:`render_bundle`, :func:`make_lock`, :func:`render_dockerfile`,
-:func:`render_files`.  Nothing here imports torch or docker.
+:func:`render_files`, :func:`was_resolved`.  Nothing here imports torch or docker.
+
+No output path goes into a bundle: the same inputs give the same bytes wherever the bundle is written.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from pathlib import Path
 from envbuild.errors import IncompatibleError
 from envbuild.models import CheckResult, Plan
 from envbuild.profile.appdir import collect_app
-from envbuild.render.bundle import KEEP_DIRS, app_source, write_tree
+from envbuild.render.bundle import KEEP_DIRS, app_source, was_resolved, write_tree
 from envbuild.render.constraints import collect_constraints
 from envbuild.render.env import render_template
 from envbuild.render.lockfile import lock_json, make_lock
@@ -20,7 +22,14 @@ from envbuild.render.readme import render_readme
 from envbuild.render.requirements import render_requirements
 from envbuild.render.view import dockerfile_view
 
-__all__ = ["default_out", "make_lock", "render_bundle", "render_dockerfile", "render_files"]
+__all__ = [
+    "default_out",
+    "make_lock",
+    "render_bundle",
+    "render_dockerfile",
+    "render_files",
+    "was_resolved",
+]
 
 DOCKERIGNORE = """\
 # Build context = this bundle. Keep out what the image must not contain or does not need.
@@ -75,8 +84,14 @@ def render_files(result: CheckResult, command: str) -> tuple[dict[str, bytes], f
 def render_bundle(result: CheckResult, out: Path, *, command: str, force: bool = False) -> Path:
     """Write the bundle for ``result`` to ``out`` atomically and return its absolute path.
 
+    Re-rendering into a previous bundle keeps what render does not own (``wheelhouse/``, ``tools/``,
+    ``certs/``, logs, notes; see :mod:`envbuild.render.bundle`).  ``command`` is recorded in the bundle
+    as the way to regenerate it; it must not name ``out``, so that the bytes do not depend on where
+    the bundle is written.
+
     Raises :class:`IncompatibleError` (writing nothing) when the plan has error findings and
-    ``force`` is false; :class:`envbuild.errors.BundleError` when ``out`` is not ours to replace.
+    ``force`` is false; :class:`envbuild.errors.BundleError` when ``out`` is not ours to replace, or
+    when a kept path would be lost and ``force`` is false.
     """
     if not result.ok and not force:
         errors = [f for f in result.findings if f.severity == "error"]
@@ -86,4 +101,4 @@ def render_bundle(result: CheckResult, out: Path, *, command: str, force: bool =
             "(use --force to render anyway):\n" + "\n".join(lines)
         )
     files, executable = render_files(result, command)
-    return write_tree(files, Path(out), executable)
+    return write_tree(files, Path(out), executable, force=force)

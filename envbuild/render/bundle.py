@@ -1,13 +1,22 @@
 """Write a bundle atomically: everything is rendered in memory, written to a temporary folder beside
-``out``, then swapped in.  A previous bundle is replaced whole; any other non-empty folder is refused.
+``out``, then swapped in.  Any other non-empty folder is refused.
+
+Re-rendering into a previous bundle replaces what render owns (the files it writes, and the whole
+``app/`` and ``constraints/`` folders) and keeps everything else: the fetched ``wheelhouse/`` and
+``tools/``, ``certs/``, build logs and records, the user's notes.  Kept entries are moved (renamed, never
+copied) into the new tree before the swap, and moved back when the swap fails.  A kept entry that the
+new render cannot hold (a folder where render writes a file, a file or link where it needs a folder) is
+refused, naming every such path, unless ``force`` is set, which replaces it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from envbuild.errors import BundleError
@@ -15,7 +24,9 @@ from envbuild.models import LOCK_FORMAT, Profile
 from envbuild.resources import profiles_dir
 
 KEEP_DIRS = ("app", "certs", "tools", "wheelhouse")
-# What marks a folder as a previous envbuild bundle (safe to replace).
+# Folders render rewrites whole on every render: nothing in them is kept.
+OWNED_DIRS = ("app", "constraints")
+# What marks a folder as a previous envbuild bundle (safe to render into).
 BUNDLE_MARKERS = ("Dockerfile", "envbuild.lock.json")
 
 
@@ -27,6 +38,20 @@ def is_bundle(path: Path) -> bool:
     except (OSError, UnicodeDecodeError):
         return False
     return f'"format": "{LOCK_FORMAT}"' in head
+
+
+def was_resolved(bundle: Path) -> bool:
+    """Whether ``bundle`` holds a lock that ``envbuild lock`` resolved (``"resolved": true``).
+
+    Re-rendering replaces that lock and requirements-rebuild.txt with an unresolved render.
+    """
+    if not is_bundle(bundle):
+        return False
+    try:
+        data = json.loads((bundle / "envbuild.lock.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(data, dict) and data.get("resolved") is True
 
 
 def app_source(profile: Profile) -> Path | None:
@@ -51,10 +76,70 @@ def prepare_out(out: Path) -> None:
         )
 
 
-def write_tree(files: dict[str, bytes], out: Path, executable: frozenset[str] = frozenset()) -> Path:
+def _is_dir(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink()
+
+
+@dataclass
+class KeepPlan:
+    """What a re-render does with the previous bundle's entries (paths relative to the bundle)."""
+
+    moves: list[str]  # kept: moved whole (a file, a link or a folder) into the new tree
+    lost: list[str]  # "path (why)": kept entries the new tree cannot hold
+
+
+def plan_keep(old: Path, new: Path, files: dict[str, bytes]) -> KeepPlan:
+    """Match the previous bundle ``old`` against the freshly written tree ``new``.
+
+    An entry that ``new`` lacks is moved whole; a folder in both is merged entry by entry; a file render
+    wrote replaces the old one; the owned folders (``app/``, ``constraints/``) are dropped.
+    """
+    plan = KeepPlan(moves=[], lost=[])
+
+    def walk(rel: str) -> None:
+        for entry in sorted((old / rel).iterdir() if rel else old.iterdir()):
+            name = f"{rel}/{entry.name}" if rel else entry.name
+            target = new / name
+            if not rel and entry.name in OWNED_DIRS and _is_dir(entry):
+                continue  # re-rendered whole
+            if not os.path.lexists(target):
+                plan.moves.append(name)
+            elif _is_dir(target) and _is_dir(entry):
+                walk(name)
+            elif name in files and not _is_dir(entry):
+                continue  # a file render writes: replaced
+            elif name in files:
+                plan.lost.append(f"{name} (a folder where the bundle has a file)")
+            else:
+                plan.lost.append(f"{name} (a file or link where the bundle has a folder)")
+
+    walk("")
+    return plan
+
+
+def _undo(moves: list[tuple[Path, Path]]) -> bool:
+    """Move kept entries back into the previous bundle; False when one could not be moved back."""
+    ok = True
+    for src, dst in reversed(moves):
+        try:
+            os.rename(dst, src)
+        except OSError:
+            ok = False
+    return ok
+
+
+def write_tree(
+    files: dict[str, bytes],
+    out: Path,
+    executable: frozenset[str] = frozenset(),
+    *,
+    force: bool = False,
+) -> Path:
     """Write ``files`` (relative POSIX path -> bytes) as the folder ``out``, atomically.
 
-    Files are mode 0644 (0755 when listed in ``executable``), folders 0755, whatever the umask.
+    Files are mode 0644 (0755 when listed in ``executable``), folders 0755, whatever the umask.  When
+    ``out`` is a previous bundle, what render did not write there is kept (see :func:`plan_keep`);
+    entries that cannot be kept raise :class:`BundleError` unless ``force``.
     """
     out = out.absolute()
     prepare_out(out)
@@ -65,6 +150,7 @@ def write_tree(files: dict[str, bytes], out: Path, executable: frozenset[str] = 
         message = f"{out}: cannot create the bundle folder: {exc.strerror}; choose another --out"
         raise BundleError(message) from exc
     old: Path | None = None
+    moved: list[tuple[Path, Path]] = []  # (in the previous bundle, in the new tree), done so far
     try:
         for rel, data in sorted(files.items()):
             path = tmp / rel
@@ -74,18 +160,32 @@ def write_tree(files: dict[str, bytes], out: Path, executable: frozenset[str] = 
         for folder in sorted({tmp, *(p for p in tmp.rglob("*") if p.is_dir())}):
             folder.chmod(0o755)
         if out.exists():
+            keep = plan_keep(out, tmp, files)
+            if keep.lost and not force:
+                lines = "\n".join(f"  - {out / item}" for item in keep.lost)
+                raise BundleError(
+                    f"{out}: re-rendering would lose {len(keep.lost)} path(s) the new bundle cannot keep "
+                    f"(use --force to replace them); nothing was changed:\n{lines}"
+                )
+            for rel in keep.moves:
+                os.rename(out / rel, tmp / rel)
+                moved.append((out / rel, tmp / rel))
             old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
             os.rename(out, old / "bundle")
         os.rename(tmp, out)
     except BaseException as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
         if old is not None and (old / "bundle").exists() and not out.exists():
-            os.rename(old / "bundle", out)  # put the previous bundle back
+            os.rename(old / "bundle", out)  # put the previous bundle back ...
+        if _undo(moved):  # ... with the entries already moved into the new tree
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:  # never delete what could not be moved back
+            message = f"{out}: cannot write the bundle, and some kept files are still in {tmp}"
+            raise BundleError(message) from exc
         if isinstance(exc, OSError):
             raise BundleError(f"{out}: cannot write the bundle: {exc.strerror}; nothing was changed") from exc
         raise
     finally:
-        if old is not None:
+        if old is not None and out.exists():  # the replaced files; never the only copy of a bundle
             with contextlib.suppress(OSError):
                 shutil.rmtree(old)
     return out
