@@ -52,7 +52,7 @@ REFUSED = [
 def render_case(profile: str, target: str, out: Path) -> Path:
     ref = FIXTURES.get(profile, profile)
     result = check(load_profile(str(REPO / ref) if profile in FIXTURES else ref), targets=[target])
-    command = f"envbuild render {ref} --target {target} --out {profile}--{target}"
+    command = f"envbuild render {ref} --target {target}"  # as `envbuild render` records it: no --out
     return render_bundle(result, out, command=command)
 
 

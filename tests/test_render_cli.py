@@ -90,18 +90,40 @@ def test_default_out_and_recorded_command(tmp_path: Path, monkeypatch: pytest.Mo
     result = run("pytorch-cpu")
     assert result.exit_code == 0, result.output
     header = (tmp_path / "pytorch-cpu-cpu" / "requirements-rebuild.txt").read_text().splitlines()
-    assert header[1] == "#   envbuild render pytorch-cpu --out pytorch-cpu-cpu"
+    assert header[1] == "#   envbuild render pytorch-cpu"
+
+
+def tree(path: Path) -> dict[str, bytes]:
+    return {p.relative_to(path).as_posix(): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def test_bundle_bytes_do_not_depend_on_the_out_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proj = tmp_path / "proj"
+    (proj / "app").mkdir(parents=True)
+    (proj / "app" / "main.py").write_text("print('main')\n")
+    (proj / "constraints.txt").write_text("numpy<3\n")
+    (proj / "reqs.txt").write_text("-c constraints.txt\nnumpy==2.1.3\n")
+    (proj / "p.toml").write_text(
+        'name = "proj"\nkind = "pytorch"\nextends = "pytorch-cpu"\n'
+        '[python]\nrequirements = ["reqs.txt"]\n[app]\nsource = "app"\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    first = run("proj/p.toml", "--out", "a")
+    second = run("proj/p.toml", "--out", str(tmp_path / "x" / "y" / "other-name"))
+    assert first.exit_code == 0 and second.exit_code == 0, first.output + second.output
+    a, b = tree(tmp_path / "a"), tree(tmp_path / "x" / "y" / "other-name")
+    assert "constraints/01-constraints.txt" in a and "app/main.py" in a
+    assert a == b
+    assert b"--out" not in a["requirements-rebuild.txt"] and b"other-name" not in b"".join(b.values())
 
 
 def test_regenerate_command_is_relative_and_quoted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    command = regenerate_command(
-        str(tmp_path / "my profile.toml"), ("h100", "b200"), str(tmp_path / "b"), False
-    )
-    assert command == "envbuild render 'my profile.toml' --target h100 --target b200 --out b"
-    assert regenerate_command("pytorch", (), "/elsewhere/b", True) == (
-        "envbuild render pytorch --out /elsewhere/b --force"
-    )
+    command = regenerate_command(str(tmp_path / "my profile.toml"), ("h100", "b200"), False)
+    assert command == "envbuild render 'my profile.toml' --target h100 --target b200"
+    assert regenerate_command("/elsewhere/p.toml", (), True) == "envbuild render /elsewhere/p.toml --force"
 
 
 def test_render_imports_neither_torch_nor_docker(tmp_path: Path) -> None:

@@ -24,12 +24,14 @@ def _display_path(value: str) -> str:
         return value
 
 
-def regenerate_command(ref: str, targets: tuple[str, ...], out: str, force: bool) -> str:
-    """The normalised command line recorded in the bundle (stable across machines for relative paths)."""
+def regenerate_command(ref: str, targets: tuple[str, ...], force: bool) -> str:
+    """The normalised command line recorded in the bundle (stable across machines for relative paths).
+
+    It never names ``--out``: a bundle's bytes do not depend on where it is written.
+    """
     words = ["envbuild", "render", _display_path(ref)]
     for target in targets:
         words += ["--target", target]
-    words += ["--out", _display_path(out)]
     if force:
         words.append("--force")
     return shlex.join(words)
@@ -61,7 +63,7 @@ def render_command(profile_ref: str, targets: tuple[str, ...], out: str | None, 
         click.echo(f"envbuild: error: {message}", err=True)
         sys.exit(EXIT_FINDINGS)
     out_text = out if out is not None else str(default_out(result.plan))
-    command = regenerate_command(profile_ref, targets, out_text, force)
+    command = regenerate_command(profile_ref, targets, force)
     path = render_bundle(result, Path(out_text), command=command, force=force)
     if not result.ok:
         click.echo("envbuild: warning: rendered despite error findings (--force)", err=True)
