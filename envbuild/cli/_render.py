@@ -53,7 +53,7 @@ def render_command(profile_ref: str, targets: tuple[str, ...], out: str | None, 
     """Check PROFILE for the targets and write its build bundle (Dockerfile, lock, README, ...)."""
     from envbuild.plan import check
     from envbuild.profile import load_profile
-    from envbuild.render import default_out, render_bundle
+    from envbuild.render import default_out, render_bundle, was_resolved
 
     profile = load_profile(profile_ref)
     result = check(profile, targets=list(targets) or None)
@@ -64,7 +64,14 @@ def render_command(profile_ref: str, targets: tuple[str, ...], out: str | None, 
         sys.exit(EXIT_FINDINGS)
     out_text = out if out is not None else str(default_out(result.plan))
     command = regenerate_command(profile_ref, targets, force)
+    relock = was_resolved(Path(out_text))
     path = render_bundle(result, Path(out_text), command=command, force=force)
     if not result.ok:
         click.echo("envbuild: warning: rendered despite error findings (--force)", err=True)
+    if relock:
+        click.echo(
+            f"envbuild: note: {path} was locked (resolved); its lock and requirements-rebuild.txt are now "
+            f"the unresolved render: lock it again with `envbuild lock {shlex.quote(out_text)}`",
+            err=True,
+        )
     click.echo(f"wrote {path}")
