@@ -118,7 +118,7 @@ def test_bad_build_arguments_exit_2_before_any_work(tiny: Path, args: list[str],
 def test_profile_cache_folder_follows_the_rendered_bundle(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from envbuild.cli._build import render_cached, resolve_source
+    from envbuild.build.cache import render_cached, resolve_source
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     first, result = resolve_source("ubuntu", ())

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
 from envbuild.cli import cli, handle_errors
-from envbuild.models import CheckResult
 
 if TYPE_CHECKING:
     from envbuild.cli._validate import ValidateOptions
@@ -41,55 +39,6 @@ def fetch_command(bundle: Path, wheelhouse: Path | None, tools: bool) -> None:
         + (f" and {len(result.tools)} into {bundle / 'tools'}" if tools else "")
         + f" in {result.seconds:.1f} s"
     )
-
-
-def _cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "envbuild" / "bundles"
-
-
-def _render_command(result: CheckResult, targets: tuple[str, ...]) -> str:
-    return " ".join(["envbuild", "render", result.plan.profile.name, *(f"--target {t}" for t in targets)])
-
-
-def resolve_source(ref: str, targets: tuple[str, ...]) -> tuple[Path, CheckResult | None]:
-    """``ref`` as a bundle folder (result None), or a profile checked and bound for the cache.
-
-    A profile's cache folder is named after the sha256 of the bundle it renders to (every file, in
-    memory), so a changed profile, template or envbuild gives a new folder, and an unchanged one
-    reuses its fetched wheelhouse.  Reads and checks only; nothing is written.
-    """
-    import hashlib
-
-    from envbuild.build.refs import slug
-    from envbuild.errors import UsageError
-
-    path = Path(ref)
-    if path.is_dir():
-        if targets:
-            raise UsageError("--target applies to a profile, not to an already rendered bundle")
-        return path, None
-    from envbuild.plan import check
-    from envbuild.profile import load_profile
-    from envbuild.render import render_files
-
-    profile = load_profile(ref)
-    result = check(profile, targets=list(targets) or None)
-    files, executable = render_files(result, _render_command(result, targets))
-    digest = hashlib.sha256()
-    for name in sorted(files):
-        digest.update(f"{name}\0{len(files[name])}\0{name in executable}\0".encode())
-        digest.update(files[name])
-    ids = "-".join(card.id for card in result.plan.targets) or "none"
-    return _cache_root() / f"{profile.name}-{slug(ids)}-{digest.hexdigest()[:16]}", result
-
-
-def render_cached(bundle: Path, result: CheckResult, targets: tuple[str, ...], force: bool) -> None:
-    """Render ``result`` into the cache folder ``bundle`` unless an earlier run already did."""
-    from envbuild.render import render_bundle
-
-    if not (bundle / "envbuild.lock.json").is_file():
-        render_bundle(result, bundle, command=_render_command(result, targets), force=force)
 
 
 @cli.command("build")
@@ -135,6 +84,7 @@ def build_command(
     quiet: bool,
 ) -> None:
     """Build BUNDLE_OR_PROFILE (a rendered bundle, a built-in profile or a .toml) into an image."""
+    from envbuild.build.cache import render_cached, resolve_source
     from envbuild.build.context import check_bundle
     from envbuild.build.engine import api_client
     from envbuild.build.fetch import fetch
