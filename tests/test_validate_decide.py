@@ -193,7 +193,7 @@ def test_unresolved_lock_compares_the_declared_requirements_with_a_note() -> Non
     res = _packages(unresolved, sympy="1.13.3", rich="14.1.0")
     assert res.status == "passed"  # transitive drift is not seen: that is what the note says
     note = (
-        "the lock is not resolved: only its 2 declared requirements were compared, transitive "
+        "the lock is not resolved: only its declared requirements (2) were compared, transitive "
         "dependencies were not checked (run `envbuild lock BUNDLE` to lock every distribution, then "
         "validate again)"
     )

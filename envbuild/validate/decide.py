@@ -121,7 +121,7 @@ def package_differences(lock: Lock, installed: dict[str, str]) -> list[str]:
 VENV_SEEDS = frozenset({"pip", "setuptools", "wheel"})  # come with every venv: extras, never failures
 
 NOT_RESOLVED_NOTE = (
-    "the lock is not resolved: only its {n} declared requirement{s} were compared, transitive "
+    "the lock is not resolved: only its declared requirements ({n}) were compared, transitive "
     "dependencies were not checked (run `envbuild lock BUNDLE` to lock every distribution, then "
     "validate again)"
 )
@@ -241,8 +241,7 @@ def decide_packages(lock: Lock, facts: dict[str, Any]) -> StageResult:
         shown.update(_resolved_facts(lock, installed, facts))
         note = None
     else:
-        n = len(lock.packages)
-        note = NOT_RESOLVED_NOTE.format(n=n, s="" if n == 1 else "s")
+        note = NOT_RESOLVED_NOTE.format(n=len(lock.packages))
         shown.update(compared="declared", note=note, differences=package_differences(lock, installed))
     shown.update(
         broken=broken, check_mode=facts.get("check_mode"), envbuild_in_target="envbuild" in installed
