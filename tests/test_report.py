@@ -7,10 +7,11 @@ import platform
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from importlib import metadata
 from pathlib import Path
 
 import pytest
-from validate_support import cpu_lock
+from validate_support import cpu_lock, venv_distributions
 
 from envbuild.validate import diff_reports, load_report, run_validation, verify_report
 from envbuild.validate.redact import REDACTED, redact_env, redact_text
@@ -119,6 +120,47 @@ def test_failed_stage_in_junit_and_markdown(tmp_path: Path) -> None:
     assert cases["packages"].find("skipped") is not None  # aborted after the failure
     md = (run_dir / "report.md").read_text()
     assert "first failure: **os**: OS is debian 12; the lock declares ubuntu 24.04" in md
+
+
+def test_markdown_lists_the_packages_stage(tmp_path: Path) -> None:
+    dists = tuple(
+        d.model_copy(update={"version": "1.0.0", "required_by": ("torch",)}) if d.name == "sympy" else d
+        for d in venv_distributions()
+        if d.name != "mpmath"
+    )
+    run_dir = _report(tmp_path, "resolved", ["packages"], resolved=True, distributions=dists)
+    md = (run_dir / "report.md").read_text()
+    section = md[md.index("## Packages") :]
+    installed = len(dists) + 1  # + mpmath
+    sympy, mpmath = metadata.version("sympy"), metadata.version("mpmath")
+    assert section.splitlines()[:3] == [
+        "## Packages",
+        "",
+        f"Compared the whole installed set ({installed} distributions) with the lock's {len(dists)} "
+        "resolved distributions: missing 0, different version 1, wrong variant 0, broken requirements 0, "
+        "extras 1.",
+    ]
+    assert f"**Different version** (1):\n\n- sympy {sympy} instead of 1.0.0 (required by torch)\n" in section
+    extras = "**Extras (installed, not in the lock; listed, never a failure)** (1):"
+    assert f"{extras}\n\n- mpmath {mpmath}\n" in section
+    assert "**Missing" not in section and "Note:" not in section
+    facts = json.loads((run_dir / "report.json").read_text())["stages"][-1]["facts"]
+    assert facts["different"] == [f"sympy {sympy} instead of 1.0.0 (required by torch)"]
+    assert facts["extras"] == [f"mpmath {mpmath}"] and facts["lock_resolved"] is True
+
+    unresolved = (_report(tmp_path, "declared", ["packages"]) / "report.md").read_text()
+    section = unresolved[unresolved.index("## Packages") :]
+    n = len(cpu_lock(tmp_path).packages)
+    assert (
+        f"> **Note:** the lock is not resolved: only its declared requirements ({n}) were compared" in section
+    )
+    assert "transitive dependencies were not checked (run `envbuild lock BUNDLE`" in section
+    assert (
+        f"Compared the lock's declared requirements ({n}) with the " in section
+        and "differences 0, broken requirements 0." in section
+    )
+    assert "| packages | passed | " in unresolved
+    assert " |  — hint" not in unresolved and "| hint: the lock is not resolved" in unresolved
 
 
 def test_diff_two_reports(tmp_path: Path) -> None:

@@ -88,14 +88,66 @@ def render_markdown(report: Report) -> str:
     for s in report.stages:
         detail = s.error or str(s.facts.get("reason", ""))
         if s.hint:
-            detail += f" — hint: {s.hint}"
+            detail += f" — hint: {s.hint}" if detail else f"hint: {s.hint}"
         lines.append(f"| {s.stage} | {s.status} | {s.duration_s:.2f} | {_md(detail)} |")
     lines += ["", "## Key facts", ""]
     lines += [
         f"- {label}: {_md(str(value))}" for label, value in key_facts(report) if value not in (None, "", [])
     ]
+    lines += packages_section(report)
     lines.append("")
     return "\n".join(lines)
+
+
+# (fact key, short label, heading) of the packages stage's lists, in reading order; extras never fail.
+_PACKAGE_LISTS = (
+    ("missing", "missing", "Missing (locked, not installed)"),
+    ("different", "different version", "Different version"),
+    ("wrong_variant", "wrong variant", "Wrong variant (the local tag differs)"),
+    ("differences", "differences", "Differences from the declared requirements"),
+    ("broken", "broken requirements", "Broken requirements"),
+    ("extras", "extras", "Extras (installed, not in the lock; listed, never a failure)"),
+)
+
+
+def packages_section(report: Report) -> list[str]:
+    """``## Packages``: what the stage compared, the "lock not resolved" note, and each list.
+
+    Empty for a report without a packages stage, or one whose packages facts predate these lists.
+    """
+    facts = next((s.facts for s in report.stages if s.stage == "packages"), {})
+    if "lock_resolved" not in facts:
+        return []
+    installed = facts.get("installed_count")
+    keys: tuple[str, ...]
+    if facts["lock_resolved"]:
+        compared = (
+            f"Compared the whole installed set ({installed} distributions) with the lock's "
+            f"{facts.get('locked_count')} resolved distributions"
+        )
+        keys = ("missing", "different", "wrong_variant", "broken", "extras")
+    else:
+        compared = (
+            f"Compared the lock's declared requirements ({facts.get('declared')}) with the "
+            f"{installed} installed distributions"
+        )
+        keys = ("differences", "broken")
+    lists = [
+        (label, title, list(facts.get(key) or [])) for key, label, title in _PACKAGE_LISTS if key in keys
+    ]
+    out = ["", "## Packages", ""]
+    if facts.get("note"):
+        out += [f"> **Note:** {_line(str(facts['note']))}", ""]
+    out.append(f"{compared}: " + ", ".join(f"{label} {len(items)}" for label, _, items in lists) + ".")
+    for _, title, items in lists:
+        if items:
+            out += ["", f"**{title}** ({len(items)}):", ""]
+            out += [f"- {_line(str(item))}" for item in items]
+    return out
+
+
+def _line(text: str) -> str:
+    return text.replace("\n", " ")
 
 
 def key_facts(report: Report) -> list[tuple[str, object]]:
