@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from validate_support import cpu_lock
+from validate_support import cpu_lock, venv_distributions
 
+from envbuild.models import LockedDistribution
 from envbuild.validate import exit_code, run_validation, verify_report
 
 REPO = Path(__file__).resolve().parent.parent
@@ -183,3 +184,35 @@ def test_keep_going_runs_independent_stages(tmp_path: Path) -> None:
     )
     assert kept.stage("packages").status == "passed"
     assert kept.ok is False and exit_code(kept) == 1
+
+
+def test_resolved_lock_compares_the_whole_installed_set(tmp_path: Path) -> None:
+    """A lock holding exactly this venv's distributions passes; drift in torch's own dependency
+    (sympy), a removed one and a wrong torch variant fail, each in its list; one the lock leaves out
+    is an extra that does not fail."""
+    dists = venv_distributions()
+    report, _ = _quick(tmp_path, {"resolved": True, "distributions": dists}, stages=["packages"])
+    pk = report.stage("packages")
+    assert pk.status == "passed", pk.error
+    assert pk.facts["lock_resolved"] is True and pk.facts["locked_count"] == len(dists)
+    assert [pk.facts[k] for k in ("missing", "different", "wrong_variant", "extras")] == [[], [], [], []]
+
+    def change(dist: LockedDistribution) -> LockedDistribution:
+        if dist.name == "sympy":  # torch requires sympy>=1.13.3: a lock pin, not a range
+            return dist.model_copy(update={"version": "1.0.0", "required_by": ("torch",)})
+        if dist.name == "torch":
+            return dist.model_copy(update={"local": "cu128"})
+        if dist.name == "filelock":  # locked under a name nothing installed has
+            return dist.model_copy(update={"name": "not-installed-here"})
+        return dist
+
+    drifted = tuple(change(d) for d in dists if d.name != "mpmath")  # mpmath: installed, not locked
+    report, _ = _quick(tmp_path, {"resolved": True, "distributions": drifted}, stages=["packages"])
+    pk = report.stage("packages")
+    have = {d.name: d.version for d in dists}
+    assert pk.status == "failed"
+    assert pk.facts["different"] == [f"sympy {have['sympy']} instead of 1.0.0 (required by torch)"]
+    assert pk.facts["wrong_variant"] == [f"torch {have['torch']}+cpu instead of {have['torch']}+cu128"]
+    assert pk.facts["missing"] == [f"not-installed-here=={have['filelock']}"]
+    assert pk.facts["extras"] == [f"filelock {have['filelock']}", f"mpmath {have['mpmath']}"]
+    assert "envbuild lock" not in (pk.hint or "") and "--require-hashes --no-deps" in (pk.hint or "")
