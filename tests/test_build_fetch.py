@@ -17,9 +17,9 @@ import pytest
 from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import parse_wheel_filename
 
-from envbuild.build.fetch import fetch, platform_tags
+from envbuild.build.fetch import LockFailed, fetch, platform_tags
 from envbuild.build.selfwheel import build_self_wheel
-from envbuild.errors import BuildError, BundleError, LockError
+from envbuild.errors import BundleError, LockError
 
 TINY = Path(__file__).parent / "data" / "bundles" / "tiny"
 
@@ -95,13 +95,18 @@ def test_fetch_into_an_external_wheelhouse(tmp_path: Path) -> None:
     assert not list((bundle / "wheelhouse").glob("*.whl")) and not list((bundle / "tools").glob("*.whl"))
 
 
-def test_fetch_failure_shows_pip_output(tmp_path: Path) -> None:
+def test_fetch_of_an_unresolvable_bundle_names_the_requirement(tmp_path: Path) -> None:
     bundle = tmp_path / "tiny"
     shutil.copytree(TINY, bundle)
-    (bundle / "requirements-rebuild.txt").write_text("six==0.0.0.404\n")
-    with pytest.raises(BuildError, match="fetch failed while downloading the requirements") as info:
+    lock = json.loads((bundle / "envbuild.lock.json").read_text())
+    lock["declared"][0]["text"] = "six==0.0.0.404"
+    (bundle / "envbuild.lock.json").write_text(json.dumps(lock))
+    before = (bundle / "requirements-rebuild.txt").read_bytes()
+    with pytest.raises(LockFailed, match="E-REQ-CONFLICT") as info:
         fetch(bundle, tools=False)
     assert "six==0.0.0.404" in str(info.value)
+    assert (bundle / "requirements-rebuild.txt").read_bytes() == before
+    assert not list((bundle / "wheelhouse").glob("*.whl"))
 
 
 def test_fetch_refuses_a_bad_lock(tmp_path: Path) -> None:

@@ -1,8 +1,8 @@
 """``envbuild fetch``: fill a wheelhouse so the image builds without any package index.
 
-Every requirement of ``BUNDLE/requirements-rebuild.txt`` is downloaded with the host's pip, as
-binary wheels for the image's platform (x86_64, every manylinux tag the image's glibc accepts) and
-the image's Python (both from the bundle's lock).  ``BUNDLE/tools/`` receives envbuild's own wheel
+The bundle is locked first when it is not (``envbuild lock``, with the same ``--index-url`` /
+``--find-links``); then exactly the locked files are downloaded, each checked against its sha256
+(:mod:`envbuild.build.wheelhouse`).  ``BUNDLE/tools/`` receives envbuild's own wheel
 plus its runtime dependencies, for the validator's separate venv in the image.  Each folder gets a
 ``SHA256SUMS`` (sha256sum format) listing what it holds.
 """
@@ -20,18 +20,11 @@ from pathlib import Path
 
 from envbuild.build.context import check_bundle
 from envbuild.build.selfwheel import build_self_wheel
+from envbuild.build.wheelhouse import download_locked
 from envbuild.errors import BuildError, BundleError
-from envbuild.models import Lock, OsId
+from envbuild.lock.target import Target
+from envbuild.models import Finding, Lock, OsId
 
-# glibc of each supported OS (x86_64): the newest manylinux_2_NN tag its pip accepts.
-GLIBC: dict[OsId, tuple[int, int]] = {"debian12": (2, 36), "ubuntu22.04": (2, 35), "ubuntu24.04": (2, 39)}
-_LEGACY = (
-    "manylinux2014_x86_64",
-    "manylinux_2_12_x86_64",
-    "manylinux2010_x86_64",
-    "manylinux_2_5_x86_64",
-    "manylinux1_x86_64",
-)
 MIN_TOOL_PYTHON = (3, 10)  # envbuild's own Requires-Python
 TAIL_LINES = 25
 
@@ -42,23 +35,18 @@ class FetchResult:
     wheels: tuple[str, ...]  # file names in the wheelhouse
     tools: tuple[str, ...]  # file names in BUNDLE/tools
     seconds: float
+    locked: bool = False  # the bundle was locked by this fetch
 
 
 def platform_tags(os_id: OsId) -> list[str]:
     """Every x86_64 manylinux platform tag an image of ``os_id`` can install, newest first."""
-    try:
-        major, minor = GLIBC[os_id]
-    except KeyError:
-        raise BundleError(
-            f"lock os {os_id!r} has no known glibc; valid: {', '.join(sorted(GLIBC))}"
-        ) from None
-    return [f"manylinux_{major}_{n}_x86_64" for n in range(minor, 16, -1)] + list(_LEGACY)
+    return list(Target("3", os_id).platform_tags)
 
 
 def target_args(lock: Lock) -> list[str]:
     """pip options selecting wheels for the image instead of the host."""
     args = ["--only-binary=:all:", "--implementation", "cp", "--python-version", lock.python_version]
-    for tag in platform_tags(lock.os):
+    for tag in Target.of(lock).platform_tags:
         args += ["--platform", tag]
     return args
 
@@ -100,23 +88,51 @@ def _run_pip(command: list[str], what: str) -> None:
         )
 
 
+class LockFailed(BuildError):
+    """``fetch`` locked an unresolved bundle first, and the resolution has error findings."""
+
+    def __init__(self, findings: tuple[Finding, ...]) -> None:
+        self.findings = findings
+        lines = [f"  - {f.code}: {f.message}" for f in findings if f.severity == "error"]
+        super().__init__(
+            "the bundle is not locked, and locking it failed; nothing was fetched:\n" + "\n".join(lines)
+        )
+
+
 def fetch(
     bundle: Path,
     wheelhouse: Path | None = None,
     *,
     tools: bool = True,
     python: str = sys.executable,
+    index_urls: tuple[str, ...] = (),
+    find_links: tuple[str, ...] = (),
     say: Callable[[str], None] = lambda _: None,
 ) -> FetchResult:
-    """Download every wheel the bundle needs into ``wheelhouse`` (default ``BUNDLE/wheelhouse``)."""
+    """Lock the bundle when needed, then download every locked file into ``wheelhouse``.
+
+    ``wheelhouse`` defaults to ``BUNDLE/wheelhouse``.  ``index_urls`` and ``find_links`` apply to the
+    lock (as for ``envbuild lock``); an already locked bundle is fetched from the URLs in its lock.
+    """
+    from envbuild.lock import lock_bundle
+
     lock = check_bundle(bundle)
     dest = wheelhouse if wheelhouse is not None else bundle / "wheelhouse"
     if dest.exists() and not dest.is_dir():
         raise BundleError(f"--wheelhouse {dest}: exists and is not a directory")
-    dest.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    say(f"downloading requirements for Python {lock.python_version} / {lock.os} into {dest}")
-    _run_pip(download_command(bundle / "requirements-rebuild.txt", dest, lock, python), "the requirements")
+    locked_now = False
+    if not lock.resolved:
+        say(f"{bundle} is not locked yet: locking it first (envbuild lock)")
+        outcome = lock_bundle(bundle, index_urls=index_urls, find_links=find_links, say=say)
+        if outcome.lock is None:
+            raise LockFailed(outcome.resolved.findings)
+        lock, locked_now = outcome.lock, True
+    elif index_urls or find_links:
+        say("the bundle is already locked: its files are fetched from the URLs in its lock")
+    dest.mkdir(parents=True, exist_ok=True)
+    downloaded, kept = download_locked(lock, dest, say)
+    say(f"{downloaded} file(s) downloaded, {kept} already in place with the locked sha256")
     wheels = write_sha256sums(dest)
     tool_names: tuple[str, ...] = ()
     if tools:
@@ -132,4 +148,4 @@ def fetch(
         self_wheel = build_self_wheel(tools_dir)
         _run_pip(tools_command(self_wheel, tools_dir, lock, python), "envbuild's own dependencies")
         tool_names = write_sha256sums(tools_dir)
-    return FetchResult(dest, wheels, tool_names, time.monotonic() - started)
+    return FetchResult(dest, wheels, tool_names, time.monotonic() - started, locked_now)

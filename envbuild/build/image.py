@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from envbuild.build.certs import CaCert, load_ca_certs
-from envbuild.build.context import ContextInfo, write_context
+from envbuild.build.context import ContextInfo, check_bundle, write_context
 from envbuild.build.engine import api_client
 from envbuild.build.progress import BuildStream, Step, rich_progress
 from envbuild.build.refs import check_image_ref, check_network, check_tag, slug
+from envbuild.build.wheelhouse import verify_wheelhouse
 from envbuild.errors import BuildError, BundleError
 
 SPOOL_BYTES = 64 << 20
@@ -77,6 +78,14 @@ def build_image(
 ) -> BuildResult:
     """Build ``bundle`` as ``tag``; return what was built or raise :class:`BuildError`."""
     certs = check_build_args(tag, base_image, network, ca_certs)
+    lock = check_bundle(bundle)
+    verify_wheelhouse(lock, wheelhouse if wheelhouse is not None else bundle / "wheelhouse")
+    if lock.declared and not lock.resolved and any(line.hashes for line in lock.declared):
+        raise BundleError(
+            f"{bundle}: a requirement carries --hash, so pip runs in hash-checking mode and refuses every "
+            "line without one; lock the bundle first (`envbuild lock` or `envbuild fetch`), which pins "
+            "every distribution with its hashes"
+        )
     api = client if client is not None else api_client()
     log_path = log_path_for(bundle, tag)
     started = time.monotonic()

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from envbuild.cli import cli, handle_errors
+from envbuild.cli._lock import index_options, links
 
 if TYPE_CHECKING:
     from envbuild.cli._validate import ValidateOptions
@@ -28,14 +29,24 @@ def _say(message: str) -> None:
 @click.option(
     "--tools/--no-tools", default=True, show_default=True, help="Also fill BUNDLE/tools (validator)."
 )
+@index_options
 @handle_errors
-def fetch_command(bundle: Path, wheelhouse: Path | None, tools: bool) -> None:
-    """Download every wheel BUNDLE needs, for the image's platform and Python, so it builds offline."""
+def fetch_command(
+    bundle: Path,
+    wheelhouse: Path | None,
+    tools: bool,
+    index_urls: tuple[str, ...],
+    find_links: tuple[str, ...],
+) -> None:
+    """Download exactly the files BUNDLE's lock names (locking it first if needed), checking each hash."""
     from envbuild.build.fetch import fetch
 
-    result = fetch(bundle, wheelhouse, tools=tools, say=_say)
+    result = fetch(
+        bundle, wheelhouse, tools=tools, index_urls=index_urls, find_links=links(find_links), say=_say
+    )
     click.echo(
-        f"fetched {len(result.wheels)} wheel(s) into {result.wheelhouse}"
+        ("locked the bundle, then " if result.locked else "")
+        + f"fetched {len(result.wheels)} wheel(s) into {result.wheelhouse}"
         + (f" and {len(result.tools)} into {bundle / 'tools'}" if tools else "")
         + f" in {result.seconds:.1f} s"
     )
@@ -69,6 +80,7 @@ def fetch_command(bundle: Path, wheelhouse: Path | None, tools: bool) -> None:
 )
 @click.option("--force", is_flag=True, help="Render a profile even with error findings.")
 @click.option("--quiet", "-q", is_flag=True, help="No live progress, step titles only.")
+@index_options
 @handle_errors
 def build_command(
     bundle_or_profile: str,
@@ -82,6 +94,8 @@ def build_command(
     do_fetch: bool | None,
     force: bool,
     quiet: bool,
+    index_urls: tuple[str, ...],
+    find_links: tuple[str, ...],
 ) -> None:
     """Build BUNDLE_OR_PROFILE (a rendered bundle, a built-in profile or a .toml) into an image."""
     from envbuild.build.cache import render_cached, resolve_source
@@ -89,11 +103,14 @@ def build_command(
     from envbuild.build.engine import api_client
     from envbuild.build.fetch import fetch
     from envbuild.build.image import build_image, check_build_args
+    from envbuild.build.wheelhouse import verify_wheelhouse
 
     check_build_args(tag, base_image, network, ca_certs)  # before rendering, fetching or the engine
     bundle, result = resolve_source(bundle_or_profile, targets)
     if result is None:
-        check_bundle(bundle)  # an incomplete bundle or a damaged lock: exit 2 before the engine
+        lock = check_bundle(bundle)  # an incomplete bundle or a damaged lock: exit 2 before the engine
+        if not do_fetch:
+            verify_wheelhouse(lock, wheelhouse if wheelhouse is not None else bundle / "wheelhouse")
     api = api_client()  # no engine: say so before rendering or downloading anything
     rendered = result is not None
     if result is not None:
@@ -102,7 +119,7 @@ def build_command(
     if do_fetch is None:
         do_fetch = rendered and wheelhouse is None
     if do_fetch:
-        fetched = fetch(bundle, wheelhouse, say=_say)
+        fetched = fetch(bundle, wheelhouse, index_urls=index_urls, find_links=links(find_links), say=_say)
         _say(f"fetched {len(fetched.wheels)} wheel(s) + {len(fetched.tools)} tool wheel(s)")
     house = wheelhouse if wheelhouse is not None else bundle / "wheelhouse"
     if not any(house.glob("*.whl")):

@@ -316,6 +316,11 @@ def resolve(
     find_links: Iterable[str] = (),
 ) -> Resolved:
     """Resolve ``lock``'s declared requirements for its target.  Writes nothing outside a temp folder."""
+    if not lock.declared and lock.packages:
+        raise ResolveError(
+            "the lock has no declared requirement lines (rendered by an envbuild before `envbuild lock` "
+            "existed); render the bundle again, then lock it"
+        )
     target = Target.of(lock)
     sources, indexes_from = sources_for(lock, index_urls, find_links)
     binary = uv_binary()
