@@ -239,21 +239,24 @@ def _hashed(text: str, name: str) -> RequirementLine:
     )
 
 
-def test_hash_mode_needs_hashes_everywhere() -> None:
+def test_hash_locked_input_is_accepted_and_the_lock_hashes_the_rest() -> None:
     hashed = _hashed("numpy==2.1.3", "numpy")
     with_torch = check(profile(lines=(hashed,)))
-    (f,) = [f for f in with_torch.findings if f.code == "E-HASH-MODE"]
-    assert "torch==2.7.1+cu126" in f.message
-    no_torch = check(profile(backend="cpu", targets=(), torch=None, lines=(hashed,)))
-    assert "E-HASH-MODE" not in {f.code for f in no_torch.findings}
-    mixed = check(profile(backend="cpu", targets=(), torch=None, lines=(hashed, req("tqdm==4.67.1", "tqdm"))))
-    assert "E-HASH-MODE" in {f.code for f in mixed.findings}
+    assert with_torch.ok
+    (f,) = [f for f in with_torch.findings if f.code == "I-HASH-MODE"]
+    assert f.severity == "info" and "torch==2.7.1+cu126" in f.message and "envbuild lock" in f.message
+    fully = check(profile(backend="cpu", targets=(), torch=None, lines=(hashed,)))
+    (f,) = [f for f in fully.findings if f.code == "I-HASH-MODE"]
+    assert "carry none" not in f.message
+    plain = check(profile(backend="cpu", targets=(), torch=None, lines=(req("tqdm==4.67.1", "tqdm"),)))
+    assert "I-HASH-MODE" not in {f.code for f in plain.findings}
 
 
 def test_require_hashes_option_counts() -> None:
     opt = RequirementLine(kind="option", text="--require-hashes", origin="r.txt:1")
     result = check(profile(backend="cpu", targets=(), torch=None, lines=(opt, req("tqdm==4.67.1", "tqdm"))))
-    assert "E-HASH-MODE" in {f.code for f in result.findings}
+    (f,) = [f for f in result.findings if f.code == "I-HASH-MODE"]
+    assert f.message.startswith("r.txt:1 is hash-locked") and "carry none yet" in f.message
 
 
 def test_unknown_target_in_profile_names_the_key() -> None:

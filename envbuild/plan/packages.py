@@ -267,21 +267,27 @@ def _applies(ctx: Context, line: RequirementLine) -> bool:
 
 
 def check_hash_mode(ctx: Context, out: Findings) -> None:
-    """One ``--hash`` puts pip in hash-checking mode: then every requirement and pin needs hashes."""
+    """One ``--hash`` puts pip in hash-checking mode: every line then needs hashes, which the lock adds.
+
+    A hash-locked input (pip-compile / uv output) is welcome: ``envbuild lock`` keeps its pins, checks
+    its hashes against the target's files (E-REQ-HASH) and hashes every other distribution, the
+    torch-family pins included.  Until the bundle is locked, pip would refuse the unhashed lines.
+    """
     reqs = [line for line in ctx.requirements if line.kind == "requirement" and _applies(ctx, line)]
     hashed = [line for line in reqs if line.hashes]
     hashed += [line for line in ctx.requirements if line.kind == "option" and "--require-hashes" in line.text]
     if not hashed:
         return
     missing = [line.origin for line in reqs if not line.hashes] + [p.spec for p in ctx.pins]
-    if missing:
-        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-        out.error(
-            "E-HASH-MODE",
-            f"{hashed[0].origin} turns on pip's hash-checking mode (--hash / --require-hashes), but {shown} "
-            "have no hashes and pip would refuse them; hash every requirement (pip-compile "
-            "--generate-hashes) and keep the torch family out of the hashed file, or drop the hashes",
-        )
+    shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+    out.info(
+        "I-HASH-MODE",
+        f"{hashed[0].origin} is hash-locked (--hash / --require-hashes), so the bundle installs in pip's "
+        "hash-checking mode: `envbuild lock` keeps those pins, checks their hashes against the image's "
+        "files, and hashes every other distribution"
+        + (f" ({shown} carry none yet)" if missing else "")
+        + "; `envbuild fetch` and `envbuild build` lock the bundle first",
+    )
 
 
 def index_urls(ctx: Context) -> tuple[IndexUrl, ...]:

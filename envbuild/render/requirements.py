@@ -15,7 +15,8 @@ Order (documented in the file header too):
 A ``-c`` constraints file is copied into the bundle (``constraints/``) and the line points at the
 copy.  Options that cannot work inside the image are kept as comments so nothing is dropped
 silently.  Hash-checking mode: when any requirement carries ``--hash`` pip demands hashes for every
-requirement, and the torch-family pins have none; the header says so.
+requirement, and the torch-family pins have none until ``envbuild lock`` rewrites this file with every
+distribution hashed; the header says so.
 """
 
 from __future__ import annotations
@@ -84,7 +85,8 @@ def generate(plan: Plan, command: str, constraints: tuple[Constraint, ...] | Non
     yield "# requirements in declared order (python.packages, then each requirements file)."
     if hashed and plan.pins:
         yield f"# Note: {len(hashed)} requirement(s) carry --hash, which puts pip in hash-checking mode; the"
-        yield "# torch-family pins carry no hash, so pip will refuse this file until every line has one."
+        yield "# torch-family pins carry no hash yet: `envbuild lock` hashes every line (fetch and build"
+        yield "# lock the bundle first)."
     yield ""
 
     primary = [i for i in plan.index_urls if i.primary]
