@@ -1,13 +1,15 @@
-"""End to end with the real engine (issue 4): render -> fetch -> build -> validate inside the image.
+"""End to end with the real engine: render -> lock -> fetch -> build -> validate inside the image.
 
 Marked ``docker`` and ``slow``; CI runs them for real and a missing engine FAILS them (the
 ``docker_client`` fixture), never skips.  One ``pytorch-cpu`` image is built per session (about
 75-140 s on 2 cores) and shared by the tests that need it; every image is tagged with a uuid and
 removed afterwards.
 
-1. ``pytorch-cpu`` rendered, fetched, built on the local Debian 12 base; ``validate --image``
-   passes every applicable stage, including the C++ extension and the checkpoint round trip.
-2. A derived image with a different numpy fails at ``packages``, naming numpy and both versions.
+1. ``pytorch-cpu`` rendered, locked (every distribution pinned with its sha256), fetched, built in
+   hash mode on the local Debian 12 base; ``validate --image`` passes every applicable stage,
+   including the C++ extension and the checkpoint round trip.
+2. A derived image with another sympy (a dependency of torch, inside torch's ``sympy>=1.13.3``)
+   fails at ``packages``, naming sympy, both versions and that torch required it.
 3. The ``ubuntu`` preparation on the local base (see ``test_ubuntu_preparation_on_the_local_base``).
 4. container-structure-test with tests/structure/pytorch-cpu.yaml, plus a scan of every layer of
    ``docker save`` for wheel files.
@@ -46,7 +48,12 @@ TARGET = (
     "--platform",
     "manylinux_2_17_x86_64",
 )
-DRIFT = ("numpy", "2.2.6", "2.2.5")  # the lock's pin, the version the derived image installs instead
+# A transitive dependency moved inside its parent's range: torch requires sympy>=1.13.3, the lock
+# took the newest sympy, the derived image installs 1.13.3.
+DRIFT = ("sympy", "1.13.3")
+# The PyTorch index is unreachable from these machines: PyPI plus the CPU torch file on disk stand in
+# (the lock records both as its provenance).
+LOCK_SOURCES = ("--index-url", "https://pypi.org/simple", "--find-links", "/opt/wheels")
 
 
 @dataclass(frozen=True)
@@ -73,6 +80,7 @@ def only_run(out: Path) -> tuple[Path, dict[str, Any]]:
 def pytorch_cpu(docker_client: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Built]:
     bundle = tmp_path_factory.mktemp("e2e") / "pytorch-cpu"
     ok("render", "pytorch-cpu", "--out", bundle)
+    ok("lock", bundle, *LOCK_SOURCES)
     ok("fetch", bundle)
     with temporary_tag(docker_client, "pytorch-cpu") as tag:
         ok("build", bundle, "--tag", tag, "--base-image", BASE_IMAGE, "--quiet")
@@ -83,11 +91,11 @@ def pytorch_cpu(docker_client: Any, tmp_path_factory: pytest.TempPathFactory) ->
 def drifted(
     pytorch_cpu: Built, docker_client: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
-    """FROM the pytorch-cpu image, with numpy 2.2.5 installed offline from a wheel fetched on the host.
+    """FROM the pytorch-cpu image, with sympy 1.13.3 installed offline from a wheel fetched on the host.
 
     The wheel is deliberately left in /tmp so the structure test can be seen to catch it.
     """
-    name, _, other = DRIFT
+    name, other = DRIFT
     context = tmp_path_factory.mktemp("drift")
     subprocess.run(
         [
@@ -120,6 +128,14 @@ def test_pytorch_cpu_validates_inside_the_image(pytorch_cpu: Built, tmp_path: Pa
         pytorch_cpu.bundle / f"build-{pytorch_cpu.tag.replace('/', '-').replace(':', '-')}.log"
     ).read_text()
     assert "Looking in links: /tmp/envbuild/wheelhouse" in log  # installed offline, from the wheelhouse
+    lock = json.loads((pytorch_cpu.bundle / "envbuild.lock.json").read_text())
+    assert lock["resolved"] is True
+    locked = {d["name"]: d for d in lock["distributions"]}
+    assert {"torch", "numpy", "sympy", "filelock", "jinja2"} <= set(locked)
+    assert locked["torch"]["local"] == "cpu" and locked["torch"]["version"] == "2.13.0"
+    requirements = (pytorch_cpu.bundle / "requirements-rebuild.txt").read_text()
+    assert "--require-hashes" in requirements.splitlines()
+    assert f"--hash=sha256:{locked['torch']['files'][0]['sha256']}" in requirements
     out = tmp_path / "runs"
     proc = envbuild("validate", "--image", pytorch_cpu.tag, "--out", out)
     assert proc.returncode == 0, proc.stderr
@@ -141,14 +157,20 @@ def test_pytorch_cpu_validates_inside_the_image(pytorch_cpu: Built, tmp_path: Pa
     # A CPU lock has no devices and declares no memory: those two, and only those, are not applicable.
     skipped = {name for name, s in status.items() if s["status"] == "skipped"}
     assert skipped == {"devices", "memory"}
+    packages = status["packages"]["facts"]
+    assert packages["lock_resolved"] is True and packages["compared"] == "distributions"
+    assert packages["locked_count"] == len(lock["distributions"]) and not packages["differences"]
     parts = {p["name"]: p for p in status["extensions"]["facts"]["parts"]}
     assert parts["cpp_op"]["status"] == "passed"  # compiled with g++ inside the image and run
     verify = envbuild("report", "verify", run)
     assert verify.returncode == 0, verify.stdout + verify.stderr
 
 
-def test_drifted_package_fails_at_packages(drifted: str, tmp_path: Path) -> None:
-    name, declared, installed = DRIFT
+def test_drifted_package_fails_at_packages(drifted: str, pytorch_cpu: Built, tmp_path: Path) -> None:
+    name, installed = DRIFT
+    lock = json.loads((pytorch_cpu.bundle / "envbuild.lock.json").read_text())
+    (locked,) = [d["version"] for d in lock["distributions"] if d["name"] == name]
+    assert locked != installed
     out = tmp_path / "runs"
     proc = envbuild("validate", "--image", drifted, "--out", out, "--json")
     assert proc.returncode == 1, proc.stderr
@@ -157,8 +179,8 @@ def test_drifted_package_fails_at_packages(drifted: str, tmp_path: Path) -> None
     assert report["ok"] is False
     assert report["first_failure"]["stage"] == "packages"
     error = report["first_failure"]["error"]
-    assert f"{name}: declared {declared}, installed {installed}" in error
-    assert "torch" not in error  # exactly that package, nothing else
+    assert f"{name} {installed} instead of {locked} (required by torch)" in error
+    assert "torch 2" not in error and "numpy" not in error  # exactly that package, nothing else
     status = {s["stage"]: s["status"] for s in report["stages"]}
     assert status["interpreter"] == status["os"] == "passed" and status["packages"] == "failed"
 

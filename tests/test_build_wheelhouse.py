@@ -1,0 +1,133 @@
+"""The wheelhouse follows the lock: exact files fetched with their hashes checked, a tampered or
+moved wheelhouse caught (or accepted) before the Docker engine is contacted.
+
+Real tools, no network beyond 127.0.0.1: a bundle is rendered from a small profile, locked with uv
+against the loopback index of ``index_support`` and fetched from it.  ``DOCKER_HOST`` points at a socket
+that does not exist, so "exit 3 (no engine)" proves every check before the engine passed, and an exit
+1 naming the hashes proves the build stopped before contacting it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from index_support import IndexURLs, build_index_tree, serve_tree, sha256_of, tamper
+
+REPO = Path(__file__).resolve().parent.parent
+NO_ENGINE = "unix:///nonexistent/envbuild-test-docker.sock"
+
+
+def run(*args: str | Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "envbuild", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IndexURLs]:
+    tree = build_index_tree(tmp_path_factory.mktemp("indexes"))
+    with serve_tree(tree) as urls:
+        yield urls
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
+    return {
+        **clean,
+        "PIP_CONFIG_FILE": os.devnull,
+        "NO_PROXY": "127.0.0.1,localhost",
+        "UV_CACHE_DIR": str(tmp_path / "uv-cache"),
+        "DOCKER_HOST": NO_ENGINE,
+    }
+
+
+@pytest.fixture
+def fetched(tmp_path: Path, served: IndexURLs, env: dict[str, str]) -> Path:
+    """A bundle for leftpad (-> fakedep 1.0), locked against the loopback index and fetched."""
+    profile = tmp_path / "wh.toml"
+    profile.write_text(
+        'name = "wh"\nkind = "custom"\n[base]\nos = "debian12"\n'
+        '[python]\nversion = "3.11"\npackages = ["leftpad==1.0"]\n'
+    )
+    bundle = tmp_path / "bundle"
+    assert run("render", profile, "--out", bundle, env=env).returncode == 0
+    proc = run("fetch", bundle, "--no-tools", "--index-url", served.main, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("locked the bundle, then fetched 2 wheel(s)")
+    return bundle
+
+
+def locked_files(bundle: Path) -> dict[str, str]:
+    lock = json.loads((bundle / "envbuild.lock.json").read_text())
+    return {f["filename"]: f["sha256"] for d in lock["distributions"] for f in d["files"]}
+
+
+def test_fetch_takes_exactly_the_locked_files(fetched: Path) -> None:
+    files = locked_files(fetched)
+    assert sorted(files) == ["fakedep-1.0-py3-none-any.whl", "leftpad-1.0-py3-none-any.whl"]
+    house = fetched / "wheelhouse"
+    assert sorted(p.name for p in house.glob("*.whl")) == sorted(files)
+    for name, digest in files.items():
+        assert sha256_of(house / name) == digest
+
+
+def test_a_tampered_wheel_stops_the_build_before_the_engine(fetched: Path, env: dict[str, str]) -> None:
+    wheel = fetched / "wheelhouse" / "fakedep-1.0-py3-none-any.whl"
+    locked = locked_files(fetched)[wheel.name]
+    tamper(wheel)
+    got = sha256_of(wheel)
+    assert got != locked
+    proc = run("build", fetched, "--tag", "envbuild-test/wh:1", env=env)
+    assert proc.returncode == 1, proc.stderr
+    assert f"fakedep==1.0: {wheel} has sha256 {got}, the lock says {locked}" in proc.stderr
+    assert "Traceback" not in proc.stderr and not list(fetched.glob("build-*.log"))
+    # fetch repairs it: the file whose hash differs is downloaded again
+    proc = run("fetch", fetched, "--no-tools", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert sha256_of(wheel) == locked
+
+
+def test_a_moved_wheelhouse_still_matches(fetched: Path, tmp_path: Path, env: dict[str, str]) -> None:
+    moved = tmp_path / "elsewhere" / "deeper" / "bundle"
+    moved.parent.mkdir(parents=True)
+    shutil.move(fetched, moved)
+    house = tmp_path / "house"
+    shutil.move(moved / "wheelhouse", house)
+    (moved / "wheelhouse").mkdir()
+    proc = run("build", moved, "--tag", "envbuild-test/wh:1", "--wheelhouse", house, env=env)
+    assert proc.returncode == 3, proc.stderr  # every check passed; only the (absent) engine is missing
+    assert "Docker engine" in proc.stderr or "engine" in proc.stderr
+
+
+def test_a_file_changed_at_its_source_is_refused_by_fetch(
+    fetched: Path, tmp_path: Path, served: IndexURLs, env: dict[str, str]
+) -> None:
+    """The lock names a find-links file; its bytes change after locking: fetch keeps nothing."""
+    folder = tmp_path / "links"
+    folder.mkdir()
+    (fetched / "wheelhouse" / "leftpad-1.0-py3-none-any.whl").rename(folder / "leftpad-1.0-py3-none-any.whl")
+    lock = json.loads((fetched / "envbuild.lock.json").read_text())
+    for dist in lock["distributions"]:
+        for file in dist["files"]:
+            if file["filename"].startswith("leftpad"):
+                file["url"] = (folder / file["filename"]).as_uri()
+    (fetched / "envbuild.lock.json").write_text(json.dumps(lock))
+    tamper(folder / "leftpad-1.0-py3-none-any.whl")
+    proc = run("fetch", fetched, "--no-tools", env=env)
+    assert proc.returncode == 1, proc.stderr
+    assert "leftpad==1.0: leftpad-1.0-py3-none-any.whl from file://" in proc.stderr
+    assert "but the lock says" in proc.stderr and "Nothing was kept" in proc.stderr
+    assert not (fetched / "wheelhouse" / "leftpad-1.0-py3-none-any.whl").exists()
