@@ -1,0 +1,535 @@
+"""``envbuild lock`` and ``envbuild check --resolve`` against real loopback indexes (tests/index_support.py).
+
+Every bundle here is rendered from a small custom profile written in ``tmp_path``, then locked with
+``--index-url`` pointing at the served standard universe (fakedep, leftpad/rightpad, flashlike,
+plainsrc on the main index; torchlike 2.13.0+cpu and +cu128 on their own indexes).  Hashes are
+computed from the files the universe built, never copied from an expected output.  Nothing leaves
+127.0.0.1: subprocesses run without PIP_*/UV_* settings and without the machine's pip config.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import pytest
+from index_support import IndexTree, IndexURLs, build_index_tree, serve_tree, sha256_of
+
+LOCK = "envbuild.lock.json"
+REQUIREMENTS = "requirements-rebuild.txt"
+
+
+# ---------------------------------------------------------------- helpers and fixtures
+
+
+def clean_env(uv_cache: Path) -> dict[str, str]:
+    """No PIP_*/UV_* settings, no pip config file, loopback exempt from proxies, a private uv cache."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
+    no_proxy = ",".join(filter(None, [env.get("NO_PROXY", ""), "127.0.0.1", "localhost"]))
+    env.update(
+        NO_PROXY=no_proxy,
+        no_proxy=no_proxy,
+        PIP_CONFIG_FILE=os.devnull,
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        UV_CACHE_DIR=str(uv_cache),
+    )
+    return env
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> IndexTree:
+    return build_index_tree(tmp_path_factory.mktemp("universe"))
+
+
+@pytest.fixture(scope="module")
+def urls(tree: IndexTree) -> Iterator[IndexURLs]:
+    with serve_tree(tree) as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    # One uv cache for the module: no test here changes a served file, so a cached URL stays true.
+    return clean_env(tmp_path_factory.mktemp("uv-cache"))
+
+
+@pytest.fixture
+def in_process(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """For the Python API in this process: the same uv cache and proxy exemption as the subprocesses."""
+    for key in ("UV_CACHE_DIR", "NO_PROXY", "no_proxy"):
+        monkeypatch.setenv(key, env[key])
+
+
+def envbuild(
+    env: dict[str, str], *args: str | Path, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "envbuild", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=120,
+        check=False,
+    )
+
+
+def write_profile(
+    folder: Path, name: str, packages: list[str] | None = None, requirements: str | None = None
+) -> Path:
+    """``folder/profile.toml`` (custom, Debian 12, Python 3.11) and, when given, ``requirements.txt``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = [
+        f'name = "{name}"',
+        'kind = "custom"',
+        "[base]",
+        'os = "debian12"',
+        "[python]",
+        'version = "3.11"',
+        f"packages = {json.dumps(packages or [])}",
+    ]
+    if requirements is not None:
+        (folder / "requirements.txt").write_text(requirements, encoding="utf-8")
+        lines.append('requirements = ["requirements.txt"]')
+    path = folder / "profile.toml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def render(
+    env: dict[str, str],
+    tmp_path: Path,
+    name: str,
+    packages: list[str] | None = None,
+    requirements: str | None = None,
+) -> Path:
+    profile = write_profile(tmp_path / f"{name}-profile", name, packages, requirements)
+    bundle = tmp_path / f"{name}-bundle"
+    done = envbuild(env, "render", profile, "--out", bundle)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return bundle
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` (relative path -> bytes)."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def read_lock(bundle: Path) -> dict[str, Any]:
+    return json.loads((bundle / LOCK).read_text(encoding="utf-8"))
+
+
+def block(requirements: str, spec: str) -> str:
+    """The requirement ``spec`` with its continuation lines (hashes, ``# via``), as written."""
+    match = re.search(rf"^{re.escape(spec)} \\\n(?:    .*\n)+", requirements, re.M)
+    assert match, f"{spec} not pinned in:\n{requirements}"
+    return match.group(0)
+
+
+def pinned(requirements: str) -> list[str]:
+    """Every ``name==version`` line of a requirements file (options and comments left out)."""
+    return [line.split(" ", 1)[0] for line in requirements.splitlines() if re.match(r"^[a-z0-9].*==", line)]
+
+
+# ---------------------------------------------------------------- 1. a plain lock
+
+
+def test_lock_pins_every_distribution_with_the_hash_of_its_file(
+    tmp_path: Path, tree: IndexTree, urls: IndexURLs, env: dict[str, str]
+) -> None:
+    bundle = render(env, tmp_path, "plain", ["torchlike==2.13.0+cpu"])
+    done = envbuild(env, "lock", bundle, "--index-url", urls.main, "--index-url", urls.cpu)
+    assert done.returncode == 0, done.stderr
+
+    cpu_sha = sha256_of(tree.files["torchlike-2.13.0+cpu"])
+    fakedep_sha = sha256_of(tree.files["fakedep-1.1"])
+    lock = read_lock(bundle)
+    assert lock["resolved"] is True
+    assert {(d["name"], d["version"], d["local"]) for d in lock["distributions"]} == {
+        ("torchlike", "2.13.0", "cpu"),
+        ("fakedep", "1.1", None),
+    }
+    dists = {d["name"]: d for d in lock["distributions"]}
+    assert [f["sha256"] for f in dists["torchlike"]["files"]] == [cpu_sha]
+    assert [f["filename"] for f in dists["torchlike"]["files"]] == ["torchlike-2.13.0+cpu-py3-none-any.whl"]
+    assert [f["sha256"] for f in dists["fakedep"]["files"]] == [fakedep_sha]
+    assert dists["torchlike"]["declared_by"] == ["profile:python.packages[0]"]
+    assert dists["torchlike"]["index"] == urls.cpu
+    assert dists["fakedep"]["required_by"] == ["torchlike"]
+    assert dists["fakedep"]["index"] == urls.main
+    resolution = lock["resolution"]
+    assert resolution["index_urls"] == [urls.main, urls.cpu]
+    assert resolution["indexes_from"] == "command line"
+    assert resolution["find_links"] == []
+    assert (resolution["python_version"], resolution["platform"]) == ("3.11", "x86_64-manylinux_2_36")
+
+    text = (bundle / REQUIREMENTS).read_text(encoding="utf-8")
+    assert sorted(pinned(text)) == ["fakedep==1.1", "torchlike==2.13.0+cpu"]
+    assert block(text, "torchlike==2.13.0+cpu") == (
+        f"torchlike==2.13.0+cpu \\\n    --hash=sha256:{cpu_sha}\n    # via profile:python.packages[0]\n"
+    )
+    assert block(text, "fakedep==1.1") == (
+        f"fakedep==1.1 \\\n    --hash=sha256:{fakedep_sha}\n    # via torchlike\n"
+    )
+    lines = text.splitlines()
+    for option in (
+        "--require-hashes",
+        "--only-binary :all:",
+        f"--index-url {urls.main}",
+        f"--extra-index-url {urls.cpu}",
+    ):
+        assert option in lines, option
+    assert f"# index (command line): {urls.main}" in lines
+    assert f"# extra index (command line): {urls.cpu}" in lines
+    assert f"# profile: plain, sha256 {lock['profile_sha256']}" in lines
+    assert "locked 2 distributions" in done.stdout
+
+
+# ---------------------------------------------------------------- 2. the variant's file, enforced by pip
+
+
+def test_lock_takes_the_requested_variant_and_pip_refuses_the_other(
+    tmp_path: Path, tree: IndexTree, urls: IndexURLs, env: dict[str, str]
+) -> None:
+    bundle = render(env, tmp_path, "variant", ["torchlike==2.13.0+cu128"])
+    done = envbuild(
+        env, "lock", bundle, "--index-url", urls.main, "--index-url", urls.cpu, "--index-url", urls.cu128
+    )
+    assert done.returncode == 0, done.stderr
+    cpu_wheel, cu128_wheel = tree.files["torchlike-2.13.0+cpu"], tree.files["torchlike-2.13.0+cu128"]
+    cu128_sha, cpu_sha = sha256_of(cu128_wheel), sha256_of(cpu_wheel)
+    assert cu128_sha != cpu_sha
+    text = (bundle / REQUIREMENTS).read_text(encoding="utf-8")
+    torch_block = block(text, "torchlike==2.13.0+cu128")
+    assert f"--hash=sha256:{cu128_sha}" in torch_block
+    assert cpu_sha not in text and "+cpu" not in text
+    dists = {d["name"]: d for d in read_lock(bundle)["distributions"]}
+    assert dists["torchlike"]["local"] == "cu128"
+    assert dists["torchlike"]["index"] == urls.cu128
+
+    # pip in hash-checking mode, given only the locked torchlike line, against a folder holding the
+    # cpu wheel's bytes under the cu128 wheel's file name: refused.  The real cu128 wheel installs.
+    requirements = tmp_path / "torchlike-only.txt"
+    requirements.write_text(torch_block, encoding="utf-8")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, env=env)
+    python = venv / "bin" / "python"
+
+    def pip_install(folder: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [
+                *(sys.executable, "-m", "pip", "--python", str(python), "install"),
+                *("--require-hashes", "--no-deps", "--no-index", "--find-links", str(folder)),
+                *("-r", str(requirements)),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+
+    impostor = tmp_path / "impostor"
+    impostor.mkdir()
+    (impostor / cu128_wheel.name).write_bytes(cpu_wheel.read_bytes())
+    refused = pip_install(impostor)
+    assert refused.returncode != 0
+    assert "THESE PACKAGES DO NOT MATCH THE HASHES" in refused.stdout + refused.stderr
+    assert cpu_sha in refused.stdout + refused.stderr  # pip names the hash it got
+    assert not list(venv.glob("lib/python*/site-packages/torchlike*"))
+
+    genuine = tmp_path / "genuine"
+    genuine.mkdir()
+    shutil.copyfile(cu128_wheel, genuine / cu128_wheel.name)
+    accepted = pip_install(genuine)
+    assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+    version = subprocess.run(
+        [str(python), "-c", "import torchlike; print(torchlike.__version__)"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    assert version.stdout.strip() == "2.13.0+cu128"
+
+
+# ---------------------------------------------------------------- 3. conflicts
+
+
+def test_lock_conflict_names_the_requirements_and_writes_nothing(
+    tmp_path: Path, urls: IndexURLs, env: dict[str, str]
+) -> None:
+    bundle = render(env, tmp_path, "conflict", ["leftpad", "rightpad"])
+    before = snapshot(bundle)
+    done = envbuild(env, "lock", bundle, "--index-url", urls.main)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "error: E-REQ-CONFLICT:" in done.stderr
+    assert "leftpad (profile:python.packages[0]: leftpad)" in done.stderr
+    assert "rightpad (profile:python.packages[1]: rightpad)" in done.stderr
+    assert "nothing written" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert snapshot(bundle) == before  # both files byte-identical, no .part file left behind
+    assert read_lock(bundle)["resolved"] is False
+
+
+def test_lock_conflict_between_the_profile_and_its_requirements_file(
+    tmp_path: Path, urls: IndexURLs, env: dict[str, str]
+) -> None:
+    bundle = render(
+        env, tmp_path, "user", ["fakedep==1.1"], requirements="# pinned by an old experiment\nfakedep<1.1\n"
+    )
+    before = snapshot(bundle)
+    done = envbuild(env, "lock", bundle, "--index-url", urls.main)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "error: E-REQ-CONFLICT:" in done.stderr
+    assert "profile:python.packages[0]: fakedep==1.1" in done.stderr
+    assert "requirements.txt:2: fakedep<1.1" in done.stderr
+    assert snapshot(bundle) == before
+
+
+# ---------------------------------------------------------------- 4. source-only distributions
+
+
+@pytest.mark.parametrize(
+    ("package", "code", "expected"),
+    [
+        pytest.param(
+            "flashlike==2.8.3",
+            "E-SOURCE-NEEDS-TORCH",
+            [
+                "flashlike 2.8.3 (profile:python.packages[0]: flashlike==2.8.3)",
+                "setup.py imports torch",
+                "Use instead: a prebuilt wheel",
+                "flashlike @ https://",
+                "cp311",
+                "pip install --no-build-isolation",
+            ],
+            id="flashlike-needs-torch",
+        ),
+        pytest.param(
+            "plainsrc",
+            "E-SOURCE-ONLY",
+            [
+                "plainsrc 0.1 (profile:python.packages[0]: plainsrc)",
+                "only a source distribution",
+                "--only-binary :all:",
+            ],
+            id="plainsrc",
+        ),
+    ],
+)
+def test_lock_refuses_a_source_only_distribution(
+    tmp_path: Path, urls: IndexURLs, env: dict[str, str], package: str, code: str, expected: list[str]
+) -> None:
+    bundle = render(env, tmp_path, "source", [package])
+    before = snapshot(bundle)
+    done = envbuild(env, "lock", bundle, "--index-url", urls.main, "--index-url", urls.cpu)
+    assert done.returncode == 1, done.stdout + done.stderr
+    codes = re.findall(r"^error: ([A-Z0-9-]+):", done.stderr, re.M)
+    assert codes == [code], done.stderr
+    for text in expected:
+        assert text in done.stderr, text
+    # --only-binary :all: keeps uv from building the sdist (setuptools is on the index): no build ran
+    assert "Failed to build" not in done.stderr and "Traceback" not in done.stderr
+    assert snapshot(bundle) == before
+
+
+# ---------------------------------------------------------------- 5. determinism
+
+
+@pytest.mark.usefixtures("in_process")
+def test_lock_twice_gives_identical_bytes_in_any_folder(
+    tmp_path: Path, urls: IndexURLs, env: dict[str, str]
+) -> None:
+    from envbuild.lock import lock_bundle
+
+    bundle = render(env, tmp_path, "twice", ["torchlike==2.13.0+cpu", "leftpad"])
+    elsewhere = tmp_path / "elsewhere" / "copy"
+    shutil.copytree(bundle, elsewhere)
+    indexes = ("--index-url", urls.main, "--index-url", urls.cpu)
+    assert envbuild(env, "lock", bundle, *indexes).returncode == 0
+    first = {name: (bundle / name).read_bytes() for name in (REQUIREMENTS, LOCK)}
+    assert b"fakedep==1.0" in first[REQUIREMENTS]  # leftpad holds fakedep below 1.1
+
+    # again through the Python API, in this process, on the locked bundle
+    outcome = lock_bundle(bundle, index_urls=(urls.main, urls.cpu))
+    assert outcome.lock is not None and outcome.resolved.ok
+    assert {name: (bundle / name).read_bytes() for name in (REQUIREMENTS, LOCK)} == first
+
+    # and the copy in another folder, through the CLI
+    assert envbuild(env, "lock", elsewhere, *indexes).returncode == 0
+    assert {name: (elsewhere / name).read_bytes() for name in (REQUIREMENTS, LOCK)} == first
+    for data in first.values():
+        assert str(tmp_path).encode() not in data  # no folder of this machine is recorded
+
+
+# ---------------------------------------------------------------- 6. hash-locked input
+
+
+def test_hash_locked_requirements_file_is_accepted_and_kept(
+    tmp_path: Path, tree: IndexTree, urls: IndexURLs, env: dict[str, str]
+) -> None:
+    sha = sha256_of(tree.files["fakedep-1.1"])
+    other = sha256_of(tree.files["fakedep-1.0"])
+    # Hand-written in the shape of `pip-compile --generate-hashes` output (not recorded from the tool):
+    # a pin, a backslash, one --hash per line (here the real file's sha256 and another one), a `# via`.
+    requirements = (
+        "#\n# This file is autogenerated by pip-compile with Python 3.11\n#\n"
+        "fakedep==1.1 \\\n"
+        f"    --hash=sha256:{other} \\\n"
+        f"    --hash=sha256:{sha}\n"
+        "    # via -r requirements.in\n"
+    )
+    # next to it, a profile package without hashes (the torch family is never in the hashed file)
+    profile = write_profile(
+        tmp_path / "hashed-profile", "hashed", ["torchlike==2.13.0+cpu"], requirements=requirements
+    )
+    indexes = ("--index-url", urls.main, "--index-url", urls.cpu)
+    checked = envbuild(env, "check", profile, "--resolve", *indexes, "--json")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    result = json.loads(checked.stdout)
+    assert [f for f in result["findings"] if f["severity"] == "error"] == []  # no E-HASH-MODE
+    codes = [f["code"] for f in result["findings"]]
+    assert "I-RESOLVED" in codes and "E-HASH-MODE" not in codes
+
+    bundle = tmp_path / "hashed-bundle"
+    assert envbuild(env, "render", profile, "--out", bundle).returncode == 0
+    done = envbuild(env, "lock", bundle, *indexes)
+    assert done.returncode == 0, done.stderr
+    text = (bundle / REQUIREMENTS).read_text(encoding="utf-8")
+    assert sorted(pinned(text)) == ["fakedep==1.1", "torchlike==2.13.0+cpu"]
+    assert block(text, "fakedep==1.1") == (
+        f"fakedep==1.1 \\\n    --hash=sha256:{sha}\n    # via requirements.txt:4, torchlike\n"
+    )
+    cpu_sha = sha256_of(tree.files["torchlike-2.13.0+cpu"])
+    assert f"--hash=sha256:{cpu_sha}" in block(text, "torchlike==2.13.0+cpu")
+    lock = read_lock(bundle)
+    (declared,) = [d for d in lock["declared"] if d["kind"] == "requirement" and d["name"] == "fakedep"]
+    assert declared["origin"] == "requirements.txt:4"
+    assert sorted(declared["hashes"]) == sorted([f"sha256:{sha}", f"sha256:{other}"])
+    dists = {d["name"]: d for d in lock["distributions"]}
+    assert [f["sha256"] for f in dists["fakedep"]["files"]] == [sha]
+
+
+def test_hash_locked_input_with_a_wrong_hash_is_e_req_hash(
+    tmp_path: Path, tree: IndexTree, urls: IndexURLs, env: dict[str, str]
+) -> None:
+    sha = sha256_of(tree.files["fakedep-1.1"])
+    wrong = sha256_of(tree.files["fakedep-1.0"])  # another file's sha256: the 1.0 wheel's
+    # hand-written, pip-compile --generate-hashes style
+    bundle = render(env, tmp_path, "badhash", requirements=f"fakedep==1.1 \\\n    --hash=sha256:{wrong}\n")
+    before = snapshot(bundle)
+    done = envbuild(env, "lock", bundle, "--index-url", urls.main)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert re.findall(r"^error: ([A-Z0-9-]+):", done.stderr, re.M) == ["E-REQ-HASH"]
+    assert "requirements.txt:1: fakedep==1.1" in done.stderr
+    assert f"fakedep-1.1-py3-none-any.whl (sha256:{sha})" in done.stderr
+    assert snapshot(bundle) == before
+
+
+# ---------------------------------------------------------------- 7. check --resolve
+
+
+def test_check_resolve_reports_findings_and_writes_nothing(
+    tmp_path: Path, urls: IndexURLs, env: dict[str, str]
+) -> None:
+    cwd = tmp_path / "work"
+    bad = write_profile(cwd / "bad", "bad", ["leftpad", "rightpad"])
+    good = write_profile(cwd / "good", "good", ["torchlike==2.13.0+cpu"])
+    before = snapshot(cwd)
+
+    refused = envbuild(env, "check", bad, "--resolve", "--index-url", urls.main, "--json", cwd=cwd)
+    assert refused.returncode == 1, refused.stderr
+    result = json.loads(refused.stdout)
+    assert result["ok"] is False
+    (conflict,) = [f for f in result["findings"] if f["code"] == "E-REQ-CONFLICT"]
+    assert conflict["severity"] == "error"
+    assert "leftpad (profile:python.packages[0]: leftpad)" in conflict["message"]
+    assert "rightpad (profile:python.packages[1]: rightpad)" in conflict["message"]
+    assert "I-RESOLVED" not in [f["code"] for f in result["findings"]]
+
+    indexes = ("--index-url", urls.main, "--index-url", urls.cpu)
+    passed = envbuild(env, "check", good, "--resolve", *indexes, "--json", cwd=cwd)
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    result = json.loads(passed.stdout)
+    assert result["ok"] is True
+    (resolved,) = [f for f in result["findings"] if f["code"] == "I-RESOLVED"]
+    assert resolved["severity"] == "info"
+    assert resolved["message"].startswith("2 distributions resolve for x86_64-manylinux_2_36 (CPython 3.11)")
+
+    human = envbuild(env, "check", good, "--resolve", *indexes, cwd=cwd)
+    assert human.returncode == 0 and "I-RESOLVED" in human.stdout
+    assert snapshot(cwd) == before  # nothing written where it ran, nor beside the profiles
+
+
+@pytest.mark.usefixtures("in_process")
+def test_resolve_plan_agrees_with_the_lock(tmp_path: Path, urls: IndexURLs, env: dict[str, str]) -> None:
+    from envbuild.lock import resolve_plan
+    from envbuild.plan import check
+    from envbuild.profile import load_profile
+
+    profile = write_profile(tmp_path / "api", "api", ["torchlike==2.13.0+cpu"])
+    resolved = resolve_plan(check(load_profile(str(profile))).plan, index_urls=(urls.main, urls.cpu))
+    assert resolved.ok and resolved.findings == ()
+    bundle = render(env, tmp_path, "api", ["torchlike==2.13.0+cpu"])
+    assert envbuild(env, "lock", bundle, "--index-url", urls.main, "--index-url", urls.cpu).returncode == 0
+    assert [d.model_dump(mode="json") for d in resolved.distributions] == read_lock(bundle)["distributions"]
+    assert resolved.resolution.model_dump(mode="json") == read_lock(bundle)["resolution"]
+
+
+# ---------------------------------------------------------------- 8. an unreachable index
+
+
+def test_unreachable_index_is_a_clear_error(tmp_path: Path, env: dict[str, str]) -> None:
+    bundle = render(env, tmp_path, "offline", ["fakedep"])
+    before = snapshot(bundle)
+    dead = "http://127.0.0.1:9/simple/"  # the discard port: nothing listens there
+    done = envbuild(env, "lock", bundle, "--index-url", dead)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"the resolver could not read an index ({dead})" in done.stderr
+    assert "--index-url" in done.stderr and "--find-links" in done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    assert snapshot(bundle) == before
+
+
+# ---------------------------------------------------------------- 9. --find-links
+
+
+def test_find_links_folder_supplies_a_wheel(
+    tmp_path: Path, tree: IndexTree, urls: IndexURLs, env: dict[str, str]
+) -> None:
+    bundle = render(env, tmp_path, "links", ["torchlike==2.13.0+cpu"])
+    done = envbuild(env, "lock", bundle, "--index-url", urls.main, "--find-links", tree.cpu)
+    assert done.returncode == 0, done.stderr
+    lock = read_lock(bundle)
+    folder = tree.cpu.resolve()
+    assert lock["resolution"]["index_urls"] == [urls.main]
+    assert lock["resolution"]["find_links"] == [str(folder)]
+    dists = {d["name"]: d for d in lock["distributions"]}
+    (wheel,) = dists["torchlike"]["files"]
+    parts = urlsplit(wheel["url"])
+    assert parts.scheme == "file"
+    assert Path(unquote(parts.path)).parent == folder
+    assert wheel["sha256"] == sha256_of(tree.files["torchlike-2.13.0+cpu"])
+    assert dists["fakedep"]["files"][0]["url"].startswith(urls.main.removesuffix("simple/"))
+    assert f"# find-links: {folder}" in (bundle / REQUIREMENTS).read_text(encoding="utf-8").splitlines()
+
+
+def test_missing_find_links_folder_is_a_usage_error(
+    tmp_path: Path, urls: IndexURLs, env: dict[str, str]
+) -> None:
+    bundle = render(env, tmp_path, "nolinks", ["fakedep"])
+    before = snapshot(bundle)
+    missing = tmp_path / "no-such-wheels"
+    done = envbuild(env, "lock", bundle, "--index-url", urls.main, "--find-links", missing)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"--find-links {missing}: not a folder" in done.stderr
+    assert snapshot(bundle) == before
