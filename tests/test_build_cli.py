@@ -49,7 +49,7 @@ def test_fetch_command_reports_what_it_fetched(tmp_path: Path) -> None:
     shutil.copytree(TINY, bundle)
     proc = envbuild("fetch", str(bundle), "--no-tools")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith(f"fetched 1 wheel(s) into {bundle}/wheelhouse in ")
+    assert proc.stdout.startswith(f"locked the bundle, then fetched 1 wheel(s) into {bundle}/wheelhouse in ")
     assert (bundle / "wheelhouse" / "six-1.17.0-py2.py3-none-any.whl").is_file()
     assert not list((bundle / "tools").glob("*.whl"))
 

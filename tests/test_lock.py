@@ -110,10 +110,12 @@ def render(
     name: str,
     packages: list[str] | None = None,
     requirements: str | None = None,
+    *,
+    force: bool = False,
 ) -> Path:
     profile = write_profile(tmp_path / f"{name}-profile", name, packages, requirements)
     bundle = tmp_path / f"{name}-bundle"
-    done = envbuild(env, "render", profile, "--out", bundle)
+    done = envbuild(env, "render", profile, "--out", bundle, *(["--force"] if force else []))
     assert done.returncode == 0, done.stdout + done.stderr
     return bundle
 
@@ -283,9 +285,21 @@ def test_lock_conflict_names_the_requirements_and_writes_nothing(
 def test_lock_conflict_between_the_profile_and_its_requirements_file(
     tmp_path: Path, urls: IndexURLs, env: dict[str, str]
 ) -> None:
-    bundle = render(
-        env, tmp_path, "user", ["fakedep==1.1"], requirements="# pinned by an old experiment\nfakedep<1.1\n"
-    )
+    """The issue's case: a pin in the profile, a range in a requirements file that excludes it.
+
+    ``check`` already refuses it from the declared lines alone (no index); a bundle forced past that
+    is refused again by the resolver, naming both origins, and nothing is written.
+    """
+    requirements = "# pinned by an old experiment\nfakedep<1.1\n"
+    profile = write_profile(tmp_path / "checked-profile", "checked", ["fakedep==1.1"], requirements)
+    checked = envbuild(env, "check", profile, "--json")
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    (message,) = [
+        f["message"] for f in json.loads(checked.stdout)["findings"] if f["code"] == "E-REQ-CONFLICT"
+    ]
+    assert message.startswith("fakedep: profile:python.packages[0] pins 'fakedep==1.1' but ")
+    assert "requirements.txt:2 asks for 'fakedep<1.1'" in message
+    bundle = render(env, tmp_path, "user", ["fakedep==1.1"], requirements=requirements, force=True)
     before = snapshot(bundle)
     done = envbuild(env, "lock", bundle, "--index-url", urls.main)
     assert done.returncode == 1, done.stdout + done.stderr

@@ -270,17 +270,29 @@ def test_every_registered_code_is_used_and_vice_versa() -> None:
     import re
     from pathlib import Path
 
+    import envbuild.lock
     import envbuild.plan
     from envbuild.plan.findings import CODES
 
-    source = "".join(
-        p.read_text(encoding="utf-8")
-        for p in Path(envbuild.plan.__file__).parent.glob("*.py")
-        if p.name != "findings.py"
-    )
+    # check (envbuild/plan) and its resolution (envbuild/lock, cli/_check.py for I-RESOLVED)
+    folders = [Path(envbuild.plan.__file__).parent, Path(envbuild.lock.__file__).parent]
+    files = [p for folder in folders for p in folder.glob("*.py") if p.name != "findings.py"]
+    files.append(Path(envbuild.plan.__file__).parent.parent / "cli" / "_check.py")
+    source = "".join(p.read_text(encoding="utf-8") for p in files)
     used = set(re.findall(r'"([EWI]-[A-Z0-9-]+)"', source))
     assert used == set(CODES)
     with pytest.raises(ValueError, match="not registered"):
         Findings().error("E-NOT-A-CODE", "x")
     with pytest.raises(ValueError, match="not registered"):
         Findings().warning("E-ARCH-MISSING", "wrong severity")
+
+
+def test_a_pin_and_a_range_that_excludes_it_conflict_before_any_index() -> None:
+    lines = (req("numpy==2.2.6", "numpy", "profile:python.packages[0]"), req("numpy<2", "numpy", "r.txt:3"))
+    result = check(profile(backend="cpu", targets=(), torch=None, lines=lines))
+    (f,) = [f for f in result.findings if f.code == "E-REQ-CONFLICT"]
+    assert f.message.startswith("numpy: profile:python.packages[0] pins 'numpy==2.2.6' but r.txt:3 asks for")
+    compatible = (lines[0], req("numpy>=2", "numpy", "r.txt:3"))
+    ok = check(profile(backend="cpu", targets=(), torch=None, lines=compatible))
+    assert ok.ok and "E-REQ-CONFLICT" not in {f.code for f in ok.findings}
+    assert "I-NOT-RESOLVED" in {f.code for f in ok.findings}  # check never claims pip can install it

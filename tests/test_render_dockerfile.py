@@ -89,11 +89,20 @@ def test_contract_layout() -> None:
     assert "--mount" not in text and "<<" not in text and "# syntax=" not in text
 
 
+def test_a_locked_requirements_file_installs_without_resolving() -> None:
+    text = render_dockerfile(cuda_plan())
+    assert (
+        "if grep -qx -- '--require-hashes' /tmp/envbuild/requirements-rebuild.txt; then set -- --no-deps"
+        in text
+    )
+    assert text.count('"$@"') == 2  # both the offline and the index install get --no-deps when locked
+
+
 def test_install_offline_when_the_wheelhouse_has_wheels() -> None:
     text = render_dockerfile(cuda_plan())
     assert "-name '*.whl'" in text
     assert (
-        "--no-index \\\n        --find-links /tmp/envbuild/wheelhouse"
+        '--no-index "$@" \\\n        --find-links /tmp/envbuild/wheelhouse'
         " -r /tmp/envbuild/requirements-rebuild.txt" in text
     )
     for line in text.splitlines():

@@ -120,7 +120,8 @@ def check_cmd(
                     ),
                 )
             )
-        result = CheckResult(plan=result.plan, findings=(*result.findings, *found))
+        kept = tuple(f for f in result.findings if f.code != "I-NOT-RESOLVED")
+        result = CheckResult(plan=result.plan, findings=(*kept, *found))
     if as_json:
         click.echo(json.dumps(result_json(result), indent=2, sort_keys=True))
     else:

@@ -78,6 +78,7 @@ def check(profile: Profile, targets: Sequence[str] | None = None, driver: str | 
     packages.resolve_pins(ctx, out)
     check_nvidia_pins(ctx, out)
     packages.check_hash_mode(ctx, out)
+    packages.check_declared_pins(ctx, out)
     hardware.check_vendor(ctx, out)
     hardware.check_arch(ctx, out)
     hardware.check_toolkit_minimums(ctx, out)
@@ -87,6 +88,7 @@ def check(profile: Profile, targets: Sequence[str] | None = None, driver: str | 
     image, flavor = environment.base_image(ctx, out)
     environment.check_glibc(ctx, out)
     blender_version, blender_url, blender_sha = check_blender(ctx, out)
+    packages.note_unresolved(ctx, out)
 
     if ctx.cuda_wheel is not None:
         arch_list = ctx.cuda_wheel.archs

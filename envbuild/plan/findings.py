@@ -69,6 +69,7 @@ CODES: dict[str, str] = {
     "I-DRIVER-UNKNOWN": "no --driver given: the minimum driver to order",
     "I-HASH-MODE": "a hash-locked input: the bundle installs in hash-checking mode once locked",
     "I-LOT-IDLE": "a lot has more cards than the job uses",
+    "I-NOT-RESOLVED": "check judged the declared lines only; --resolve / lock resolve every distribution",
     "I-PIN-UNCONFIRMED": "a companion pin follows the pairing rule without a stored source",
     "I-RESOLVED": "every distribution resolves for the image's target (check --resolve)",
     "I-REQ-SUPERSEDED": "a user requirement is replaced by an exact torch-family pin",

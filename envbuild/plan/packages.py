@@ -290,6 +290,53 @@ def check_hash_mode(ctx: Context, out: Findings) -> None:
     )
 
 
+def check_declared_pins(ctx: Context, out: Findings) -> None:
+    """An exact pin and another declared line for the same project that excludes it cannot both hold.
+
+    Decided from the declared lines alone (no index), so ``check`` catches ``numpy<2`` next to
+    ``numpy==2.2.6`` before ordering; ``check --resolve`` and ``envbuild lock`` catch the rest.
+    """
+    lines: dict[str, list[tuple[RequirementLine, Requirement]]] = {}
+    for line in ctx.requirements:
+        if line.kind != "requirement":
+            continue
+        req = parse_requirement(line)
+        if req is None or req.url or not applies_on_image(req, ctx.python):
+            continue
+        lines.setdefault(canonicalize_name(req.name), []).append((line, req))
+    for name, found in lines.items():
+        for line, req in found:
+            specs = list(req.specifier)
+            if len(specs) != 1 or specs[0].operator != "==" or "*" in specs[0].version:
+                continue
+            pinned = specs[0].version
+            against = [
+                (other, oreq)
+                for other, oreq in found
+                if other is not line and not oreq.specifier.contains(pinned, prereleases=True)
+            ]
+            if against:
+                other, oreq = against[0]
+                out.error(
+                    "E-REQ-CONFLICT",
+                    f"{name}: {line.origin} pins {str(req)!r} but {other.origin} asks for {str(oreq)!r}; "
+                    "no release satisfies both: keep one of the two lines",
+                )
+                return
+
+
+def note_unresolved(ctx: Context, out: Findings) -> None:
+    """``check`` judges the declared lines only; say what it did not do."""
+    if not ctx.pins and not any(line.kind == "requirement" for line in ctx.requirements):
+        return
+    out.info(
+        "I-NOT-RESOLVED",
+        "the dependencies of the declared requirements were not resolved: whether every distribution has "
+        "a wheel for the image's Python and platform (and no two requirements conflict) is decided by "
+        "`envbuild check --resolve` or `envbuild lock` on the rendered bundle",
+    )
+
+
 def index_urls(ctx: Context) -> tuple[IndexUrl, ...]:
     if ctx.patch is None or ctx.variant is None:
         return (IndexUrl(url=PYPI, reason="default package index (no torch in the profile)", primary=True),)
