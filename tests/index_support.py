@@ -41,6 +41,8 @@ import html
 import io
 import re
 import shutil
+import ssl
+import subprocess
 import tarfile
 import threading
 import zipfile
@@ -401,24 +403,73 @@ def _handler(root: Path) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+def make_tls(folder: Path) -> tuple[Path, Path, Path]:
+    """A test CA and a server certificate for 127.0.0.1 signed by it: (ca.pem, server.pem, server.key)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    ca, ca_key = folder / "ca.pem", folder / "ca.key"
+    cert, key, csr, ext = (
+        folder / "server.pem",
+        folder / "server.key",
+        folder / "server.csr",
+        folder / "ext.cnf",
+    )
+
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+    openssl(
+        *("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=envbuild test CA"),
+        *("-keyout", str(ca_key), "-out", str(ca)),
+        *("-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"),
+    )
+    openssl(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-keyout",
+        str(key),
+        "-out",
+        str(csr),
+    )
+    ext.write_text(
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n"
+        "keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n"
+    )
+    openssl(
+        *("x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key), "-CAcreateserial"),
+        *("-days", "2", "-extfile", str(ext), "-out", str(cert)),
+    )
+    return ca, cert, key
+
+
 @contextmanager
-def serve_index(root: Path) -> Iterator[str]:
+def serve_index(root: Path, tls: tuple[Path, Path] | None = None) -> Iterator[str]:
     """Serve the distribution files in ``root`` as a simple index on 127.0.0.1 (a free port).
 
-    Yields the base URL ``http://127.0.0.1:<port>`` (the index is ``<base>/simple/``).  The server
-    thread is a daemon and is shut down and closed when the block ends.
+    Yields the base URL ``http://127.0.0.1:<port>`` (the index is ``<base>/simple/``), or
+    ``https://...`` when ``tls`` gives (certificate, key) (see :func:`make_tls`).  The server thread is
+    a daemon and is shut down and closed when the block ends.
     """
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"no index folder {root}")
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(root))
+    scheme = "http"
+    if tls is not None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(str(tls[0]), str(tls[1]))
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        scheme = "https"
     server.daemon_threads = True
     thread = threading.Thread(
         target=server.serve_forever, kwargs={"poll_interval": 0.05}, name=f"index:{root.name}", daemon=True
     )
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield f"{scheme}://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from index_support import IndexURLs, build_index_tree, serve_tree, sha256_of, tamper
+from index_support import IndexURLs, build_index_tree, make_tls, serve_index, serve_tree, sha256_of, tamper
 
 REPO = Path(__file__).resolve().parent.parent
 NO_ENGINE = "unix:///nonexistent/envbuild-test-docker.sock"
@@ -131,3 +131,30 @@ def test_a_file_changed_at_its_source_is_refused_by_fetch(
     assert "leftpad==1.0: leftpad-1.0-py3-none-any.whl from file://" in proc.stderr
     assert "but the lock says" in proc.stderr and "Nothing was kept" in proc.stderr
     assert not (fetched / "wheelhouse" / "leftpad-1.0-py3-none-any.whl").exists()
+
+
+def test_lock_and_fetch_trust_the_ca_pip_users_set(tmp_path: Path, env: dict[str, str]) -> None:
+    """An index behind TLS signed by a private CA (a corporate mirror): PIP_CERT is honoured by the
+    resolver (uv, as SSL_CERT_FILE) and by fetch's downloads; without it, a clear error."""
+    tree = build_index_tree(tmp_path / "indexes")
+    ca, cert, key = make_tls(tmp_path / "tls")
+    profile = tmp_path / "tls.toml"
+    profile.write_text(
+        'name = "tls"\nkind = "custom"\n[base]\nos = "debian12"\n[python]\nversion = "3.11"\n'
+        'packages = ["fakedep==1.1"]\n'
+    )
+    bundle = tmp_path / "bundle"
+    assert run("render", profile, "--out", bundle, env=env).returncode == 0
+    with serve_index(tree.main, tls=(cert, key)) as base:
+        index = f"{base}/simple/"
+        refused = run("lock", bundle, "--index-url", index, env={**env, "UV_HTTP_RETRIES": "0"})
+        assert refused.returncode == 1, refused.stderr
+        assert "TLS certificate is not trusted: point PIP_CERT or SSL_CERT_FILE" in refused.stderr
+        assert "Traceback" not in refused.stderr
+        trusted = {**env, "PIP_CERT": str(ca)}
+        proc = run("fetch", bundle, "--no-tools", "--index-url", index, env=trusted)
+        assert proc.returncode == 0, proc.stderr
+    (wheel,) = (bundle / "wheelhouse").glob("*.whl")
+    assert wheel.name == "fakedep-1.1-py3-none-any.whl"
+    assert sha256_of(wheel) == locked_files(bundle)[wheel.name]
+    assert json.loads((bundle / "envbuild.lock.json").read_text())["resolution"]["index_urls"] == [index]

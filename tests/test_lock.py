@@ -506,7 +506,8 @@ def test_unreachable_index_is_a_clear_error(tmp_path: Path, env: dict[str, str])
     bundle = render(env, tmp_path, "offline", ["fakedep"])
     before = snapshot(bundle)
     dead = "http://127.0.0.1:9/simple/"  # the discard port: nothing listens there
-    done = envbuild(env, "lock", bundle, "--index-url", dead)
+    # UV_HTTP_RETRIES is one of the uv network settings envbuild passes through; no retry backoff here
+    done = envbuild({**env, "UV_HTTP_RETRIES": "0"}, "lock", bundle, "--index-url", dead)
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"the resolver could not read an index ({dead})" in done.stderr
     assert "--index-url" in done.stderr and "--find-links" in done.stderr

@@ -350,9 +350,15 @@ def resolve(
         except ResolverFailed as failed:
             if any(marker in failed.text for marker in _NETWORK):
                 indexes = ", ".join(resolution.index_urls) or "none"
+                tls = (
+                    "The index's TLS certificate is not trusted: point PIP_CERT or SSL_CERT_FILE at the CA "
+                    "bundle that signs it (the system store is used too). "
+                    if "certificate" in failed.text
+                    else ""
+                )
                 raise ResolveError(
-                    f"the resolver could not read an index ({indexes}):\n{failed.text}\nPass --index-url "
-                    "for a reachable mirror, or --find-links for a folder of wheels (repeatable)"
+                    f"the resolver could not read an index ({indexes}):\n{failed.text}\n{tls}Pass "
+                    "--index-url for a reachable mirror, or --find-links for a folder of wheels (repeatable)"
                 ) from None
             if "No solution found" not in failed.text and "has no usable wheels" not in failed.text:
                 raise ResolveError(f"the resolver failed:\n{failed.text}") from None

@@ -5,8 +5,9 @@ input: once writing PEP 751 ``pylock.toml`` (each distribution's files for the t
 sha256), once writing an annotated requirements file (who required each distribution, and from which
 index).  Both runs see one cache, so they decide alike; :func:`read_outputs` checks that they did.
 
-Settings pip users already have are honoured: ``PIP_CERT`` becomes uv's ``SSL_CERT_FILE`` when that is
-unset, ``--native-tls`` adds the system store, and uv reads ``HTTPS_PROXY``/``NO_PROXY`` itself.  No user
+Settings pip users already have are honoured: ``PIP_CERT`` becomes uv's ``SSL_CERT_FILE`` (as pip's
+``--cert`` wins over ``SSL_CERT_FILE``), else ``SSL_CERT_FILE`` is used as set, ``--native-tls`` adds the system store, and uv reads ``HTTPS_PROXY``/``NO_PROXY`` itself
+(:data:`PASSED_UV_VARIABLES` lists the uv settings that pass through).  No user
 or project ``uv.toml`` is read (``--no-config``), so a resolution depends on the bundle and the command
 line only.
 """
@@ -98,15 +99,19 @@ def base_command(binary: str, target: Target, sources: Sources, constraints: lis
     return command
 
 
+# The user's uv settings that change how uv talks to the network, not what it resolves.  Every other
+# UV_* variable (UV_INDEX_URL, UV_CONSTRAINT, ...) is dropped: the bundle and the command line decide.
+PASSED_UV_VARIABLES = frozenset(
+    {"UV_CACHE_DIR", "UV_HTTP_TIMEOUT", "UV_HTTP_RETRIES", "UV_CONCURRENT_DOWNLOADS", "UV_INSECURE_HOST"}
+)
+
+
 def uv_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("UV_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UV_") or k in PASSED_UV_VARIABLES}
     env["UV_PYTHON_DOWNLOADS"] = "never"
     env["NO_COLOR"] = "1"
-    if not env.get("SSL_CERT_FILE") and env.get("PIP_CERT"):
+    if env.get("PIP_CERT"):  # pip's own setting wins, as pip's --cert does over SSL_CERT_FILE
         env["SSL_CERT_FILE"] = env["PIP_CERT"]
-    for key in ("UV_CACHE_DIR",):  # keep the user's cache location
-        if key in os.environ:
-            env[key] = os.environ[key]
     return env
 
 
