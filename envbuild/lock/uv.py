@@ -3,13 +3,14 @@
 uv resolves for a foreign platform from metadata alone.  It runs twice, concurrently, on the same
 input: once writing PEP 751 ``pylock.toml`` (each distribution's files for the target, with URLs and
 sha256), once writing an annotated requirements file (who required each distribution, and from which
-index).  Both runs see one cache, so they decide alike; :func:`read_outputs` checks that they did.
+index).  Both runs see one cache, so they decide alike; :func:`envbuild.lock.resolve.resolve` checks
+that they did.
 
 Settings pip users already have are honoured: ``PIP_CERT`` becomes uv's ``SSL_CERT_FILE`` (as pip's
-``--cert`` wins over ``SSL_CERT_FILE``), else ``SSL_CERT_FILE`` is used as set, ``--native-tls`` adds the system store, and uv reads ``HTTPS_PROXY``/``NO_PROXY`` itself
-(:data:`PASSED_UV_VARIABLES` lists the uv settings that pass through).  No user
-or project ``uv.toml`` is read (``--no-config``), so a resolution depends on the bundle and the command
-line only.
+``--cert`` wins over ``SSL_CERT_FILE``), else ``SSL_CERT_FILE`` is used as set; ``--native-tls`` adds
+the system store; uv reads ``HTTPS_PROXY``/``NO_PROXY`` itself (:data:`PASSED_UV_VARIABLES` lists the
+uv settings that pass through).  No user or project ``uv.toml`` is read (``--no-config``), so a
+resolution depends on the bundle and the command line only.
 """
 
 from __future__ import annotations
