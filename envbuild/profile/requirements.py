@@ -16,6 +16,8 @@ What comes out (in file order):
   profile's folder; it is read and hashed with the profile.
 * ``--find-links`` must be an http(s) URL: a local folder is not in the image's build context, and
   pip would silently skip it there (envbuild's own wheelhouse is the supported way to build offline).
+* A file named ``pylock.toml`` / ``pylock.<name>.toml`` is read as a PEP 751 lock
+  (:mod:`envbuild.profile.pylock`): each package becomes a pinned line with its hashes.
 * ``include``: ``-r other.txt`` (relative to the including file, inside the profile's folder, cycles
   rejected), followed by the included file's own lines.
 * A ``-c`` constraints file is read with the same rules (pip reads it at build time), its lines are
@@ -53,6 +55,7 @@ from envbuild.profile.pep508 import (
     check_url,
     parse_requirement,
 )
+from envbuild.profile.pylock import is_pylock, parse_pylock
 
 MAX_INCLUDE_DEPTH = 16
 _COMMENT_RE = re.compile(r"(^|\s+)#.*$")
@@ -312,6 +315,13 @@ def _parse_file(place: Place, state: _State) -> None:
         state.issues.append(Issue(place.display, state.key, str(exc)))
         return
     state.on_file(place, data)
+    if is_pylock(place.label) and not state.constraints:
+        for key, item in parse_pylock(text, place.label):
+            if isinstance(item, LineError):
+                state.issues.append(Issue(place.display, f"{state.key} {key}".strip(), str(item)))
+            else:
+                state.lines.append(item)
+        return
     state.stack.append(place.label)
     try:
         for number, line in _logical_lines(text):
