@@ -39,6 +39,8 @@ def generate(lock: Lock, resolved: Resolved) -> Iterator[str]:
         yield f"# {'index' if i == 0 else 'extra index'} ({res.indexes_from}): {comment(url, 'index url')}"
     for link in res.find_links:
         yield f"# find-links: {comment(link, 'find-links')}"
+    if res.find_links:
+        yield "# Files found there are not on the indexes below: `envbuild fetch` puts them in wheelhouse/."
     yield (
         f"# {len(resolved.distributions)} distributions, each pinned to the sha256 of its file(s) for this "
         "target: pip installs"
