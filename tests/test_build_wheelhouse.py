@@ -10,29 +10,21 @@ that does not exist, so "exit 3 (no engine)" proves every check before the engin
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from index_support import IndexURLs, build_index_tree, make_tls, serve_index, serve_tree, sha256_of, tamper
+from test_lock import clean_env, envbuild
 
 REPO = Path(__file__).resolve().parent.parent
 NO_ENGINE = "unix:///nonexistent/envbuild-test-docker.sock"
 
 
 def run(*args: str | Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "envbuild", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-        check=False,
-    )
+    return envbuild(env, *args, cwd=REPO)
 
 
 @pytest.fixture(scope="module")
@@ -44,24 +36,22 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IndexURLs]:
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
-    return {
-        **clean,
-        "PIP_CONFIG_FILE": os.devnull,
-        "NO_PROXY": "127.0.0.1,localhost",
-        "UV_CACHE_DIR": str(tmp_path / "uv-cache"),
-        "DOCKER_HOST": NO_ENGINE,
-    }
+    return {**clean_env(tmp_path / "uv-cache"), "DOCKER_HOST": NO_ENGINE}
+
+
+def write_profile(folder: Path, name: str, package: str) -> Path:
+    profile = folder / f"{name}.toml"
+    profile.write_text(
+        f'name = "{name}"\nkind = "custom"\n[base]\nos = "debian12"\n'
+        f'[python]\nversion = "3.11"\npackages = ["{package}"]\n'
+    )
+    return profile
 
 
 @pytest.fixture
 def fetched(tmp_path: Path, served: IndexURLs, env: dict[str, str]) -> Path:
     """A bundle for leftpad (-> fakedep 1.0), locked against the loopback index and fetched."""
-    profile = tmp_path / "wh.toml"
-    profile.write_text(
-        'name = "wh"\nkind = "custom"\n[base]\nos = "debian12"\n'
-        '[python]\nversion = "3.11"\npackages = ["leftpad==1.0"]\n'
-    )
+    profile = write_profile(tmp_path, "wh", "leftpad==1.0")
     bundle = tmp_path / "bundle"
     assert run("render", profile, "--out", bundle, env=env).returncode == 0
     proc = run("fetch", bundle, "--no-tools", "--index-url", served.main, env=env)
@@ -138,11 +128,7 @@ def test_lock_and_fetch_trust_the_ca_pip_users_set(tmp_path: Path, env: dict[str
     resolver (uv, as SSL_CERT_FILE) and by fetch's downloads; without it, a clear error."""
     tree = build_index_tree(tmp_path / "indexes")
     ca, cert, key = make_tls(tmp_path / "tls")
-    profile = tmp_path / "tls.toml"
-    profile.write_text(
-        'name = "tls"\nkind = "custom"\n[base]\nos = "debian12"\n[python]\nversion = "3.11"\n'
-        'packages = ["fakedep==1.1"]\n'
-    )
+    profile = write_profile(tmp_path, "tls", "fakedep==1.1")
     bundle = tmp_path / "bundle"
     assert run("render", profile, "--out", bundle, env=env).returncode == 0
     with serve_index(tree.main, tls=(cert, key)) as base:
