@@ -60,11 +60,51 @@ def test_broken_requirements_fail_packages() -> None:
         "einops": "0.8.1",
         "envbuild": "0.1",
     }
-    broken = ["torchvision 0.22.1 has requirement torch==2.7.1, but you have torch 2.6.0"]
+    broken = ["flash-attn 2.8.3 has requirement torch==2.6.0, but you have torch 2.7.1+cu128"]
     res = decide_packages(LOCK, {"installed": installed, "broken": broken, "check_mode": "packaging"})
     assert res.status == "failed"
     assert res.error == "1 package problem: " + broken[0]
     assert res.facts["envbuild_in_target"] is True
+
+
+INSTALLED = {
+    "torch": "2.7.1+cu128",
+    "numpy": "2.1.3",
+    "flash-attn": "2.8.3",
+    "einops": "0.8.1",
+    "sympy": "1.14.0",
+    "pygobject": "3.42.2",
+}
+PYGOBJECT = "PyGObject 3.42.2 requires pycairo, which is not installed"
+SYMPY = "sympy 1.14.0 requires mpmath, which is not installed"
+
+
+def test_a_broken_distribution_the_lock_does_not_need_is_a_warning() -> None:
+    """A system Python's PyGObject without pycairo says nothing about the locked environment."""
+    requires = {"torch": ["sympy", "filelock"], "sympy": ["mpmath"], "pygobject": ["pycairo"]}
+    facts = {"installed": INSTALLED, "broken": [PYGOBJECT], "requires": requires, "check_mode": "packaging"}
+    res = decide_packages(LOCK, facts)
+    assert res.status == "passed", res.error
+    assert res.facts["broken"] == [] and res.facts["broken_unlocked"] == [PYGOBJECT]
+    assert res.hint is not None and res.hint.endswith(
+        "1 broken requirement of distributions the lock neither names nor needs (not failing): " + PYGOBJECT
+    )
+    # sympy is not named, but torch (named) requires it: its broken requirement fails.
+    both = decide_packages(LOCK, {**facts, "broken": [PYGOBJECT, SYMPY]})
+    assert both.status == "failed" and both.error == "1 package problem: " + SYMPY
+    assert both.facts["broken"] == [SYMPY] and both.facts["broken_unlocked"] == [PYGOBJECT]
+
+
+def test_without_the_requirement_graph_an_unresolved_lock_fails_every_broken_requirement() -> None:
+    res = decide_packages(LOCK, {"installed": INSTALLED, "broken": [PYGOBJECT], "check_mode": "packaging"})
+    assert res.status == "failed" and res.facts["broken"] == [PYGOBJECT]
+    resolved = RESOLVED.model_copy(update={"packages": ()})
+    have = {**MATCHING, "pygobject": "3.42.2"}
+    ok = decide_packages(resolved, {"installed": have, "broken": [PYGOBJECT], "check_mode": "packaging"})
+    assert ok.status == "passed" and ok.facts["broken_unlocked"] == [PYGOBJECT]
+    sympy = "sympy 1.14.0 has requirement mpmath<1.4, but you have mpmath 1.4.0"
+    bad = decide_packages(resolved, {"installed": have, "broken": [sympy], "check_mode": "packaging"})
+    assert bad.status == "failed" and bad.facts["broken"] == [sympy]  # sympy is locked
 
 
 RESOLVED = gpu_lock(
@@ -205,15 +245,49 @@ def test_unresolved_lock_compares_the_declared_requirements_with_a_note() -> Non
     assert failed.hint is not None and failed.hint.endswith("; " + note)
 
 
-def test_interpreter_version_and_prefix() -> None:
-    ok = {"version": "3.11.9", "prefix": "/opt/venv"}
-    assert decide_interpreter(LOCK, ok).status == "passed"
-    bad = decide_interpreter(LOCK, {"version": "3.12.3", "prefix": "/usr"})
-    assert bad.error == (
-        "Python 3.12.3 is running; the lock declares Python 3.11; "
-        "interpreter prefix /usr is not the lock's environment /opt/venv"
-    )
-    assert "PATH=/opt/venv/bin:$PATH" in (bad.hint or "")
+def test_interpreter_fails_only_on_version_and_implementation() -> None:
+    ok = {"version": "3.11.9", "implementation": "CPython", "implementation_tag": "cp", "prefix": "/opt/venv"}
+    res = decide_interpreter(LOCK, ok)
+    assert res.status == "passed" and res.hint is None and res.facts["warnings"] == []
+    bad = decide_interpreter(LOCK, {**ok, "version": "3.12.3", "prefix": "/usr"})
+    assert bad.error == "Python 3.12.3 is running; the lock declares Python 3.11"
+    assert bad.facts["warnings"] == [
+        "the lock's interpreter /opt/venv/bin/python runs with prefix /usr, not /opt/venv"
+    ]
+    assert "python3.11 -m venv venv" in (bad.hint or "") and "--python venv/bin/python" in (bad.hint or "")
+    pypy = decide_interpreter(LOCK, {**ok, "implementation": "PyPy", "implementation_tag": "pp"})
+    assert pypy.error == "the interpreter is PyPy (pp); the lock's wheels are for CPython (cp)"
+
+
+def test_a_different_prefix_is_a_warning_not_a_failure() -> None:
+    """Inside the image (chosen by the lock) or with --python: the prefix is reported, never failed."""
+    facts = {
+        "executable": "/srv/job/venv/bin/python",
+        "version": "3.11.2",
+        "implementation": "CPython",
+        "implementation_tag": "cp",
+        "prefix": "/srv/job/venv",
+        "kind": "venv",
+        "on_path": {
+            "python": {"path": "/usr/local/bin/python", "is_under_test": False},
+            "python3": {"path": "/srv/job/venv/bin/python3", "is_under_test": True},
+        },
+    }
+    res = decide_interpreter(LOCK, facts, "--python")
+    assert res.status == "passed"
+    assert res.facts["warnings"] == [
+        "validating /srv/job/venv/bin/python (prefix /srv/job/venv, chosen by --python), not the lock's "
+        "environment /opt/venv (/opt/venv/bin/python is not here)",
+        "first on PATH, `python` is /usr/local/bin/python: not the interpreter under test; run the workload "
+        "with /srv/job/venv/bin/python or with /srv/job/venv/bin first on PATH (as the checks run)",
+    ]
+    assert res.hint == "; ".join(res.facts["warnings"])
+    assert res.facts["chosen_by"] == "--python" and res.facts["lock_prefix"] == "/opt/venv"
+    in_image = decide_interpreter(LOCK, {**facts, "on_path": {}})
+    assert in_image.status == "passed"
+    assert in_image.facts["warnings"] == [
+        "the lock's interpreter /opt/venv/bin/python runs with prefix /srv/job/venv, not /opt/venv"
+    ]
 
 
 def test_os_and_glibc() -> None:

@@ -35,27 +35,75 @@ def version_tuple(text: str) -> tuple[int, ...]:
 
 # -- interpreter ------------------------------------------------------------------------------------
 
+# How the interpreter under test was chosen; see envbuild.validate.interp.choose_python.
+CHOSEN_BY_LOCK = "the lock's python_executable"
 
-def decide_interpreter(lock: Lock, facts: dict[str, Any]) -> StageResult:
+
+def _lock_prefix(lock: Lock) -> str | None:
+    parent = os.path.dirname(lock.python_executable)
+    return os.path.dirname(parent) if os.path.basename(parent) == "bin" else None
+
+
+def interpreter_warnings(lock: Lock, facts: dict[str, Any], chosen_by: str) -> list[str]:
+    """Facts worth a look that do not fail the stage: a prefix other than the lock's environment, a
+    ``python`` first on PATH that is not the interpreter under test."""
+    warnings: list[str] = []
+    executable = str(facts.get("executable", ""))
+    want = _lock_prefix(lock)
+    got = str(facts.get("prefix", ""))
+    if want and got and os.path.realpath(want) != os.path.realpath(got):
+        if chosen_by == CHOSEN_BY_LOCK:
+            warnings.append(
+                f"the lock's interpreter {lock.python_executable} runs with prefix {got}, not {want}"
+            )
+        else:
+            missing = (
+                "" if os.path.exists(lock.python_executable) else f" ({lock.python_executable} is not here)"
+            )
+            warnings.append(
+                f"validating {executable} (prefix {got}, chosen by {chosen_by}), not the lock's "
+                f"environment {want}{missing}"
+            )
+    bin_dir = os.path.dirname(executable)
+    others = [
+        f"`{name}` is {seen['path']}"
+        for name, seen in dict(facts.get("on_path") or {}).items()
+        if seen.get("path") and not seen.get("is_under_test")
+    ]
+    if others:
+        warnings.append(
+            f"first on PATH, {', '.join(others)}: not the interpreter under test; run the workload with "
+            f"{executable} or with {bin_dir} first on PATH (as the checks run)"
+        )
+    return warnings
+
+
+def decide_interpreter(lock: Lock, facts: dict[str, Any], chosen_by: str = CHOSEN_BY_LOCK) -> StageResult:
+    """Fail only on what the lock promises and the workload needs: the Python version (major.minor)
+    and implementation (CPython, the ``cp`` of the locked wheels).  Where the interpreter lives (its
+    prefix, its kind) and which ``python`` is first on PATH are facts, reported as warnings."""
     problems = []
     version = str(facts.get("version", ""))
     if version.split(".")[:2] != lock.python_version.split(".")[:2]:
         problems.append(f"Python {version} is running; the lock declares Python {lock.python_version}")
-    declared = lock.python_executable
-    parent = os.path.dirname(declared)
-    if os.path.basename(parent) == "bin":
-        want_prefix = os.path.realpath(os.path.dirname(parent))
-        got_prefix = os.path.realpath(str(facts.get("prefix", "")))
-        if want_prefix != got_prefix:
-            problems.append(f"interpreter prefix {got_prefix} is not the lock's environment {want_prefix}")
+    want_impl = lock.resolution.implementation if lock.resolution else "cp"
+    got_impl = facts.get("implementation_tag")
+    if got_impl is not None and got_impl != want_impl:
+        problems.append(
+            f"the interpreter is {facts.get('implementation', got_impl)} ({got_impl}); the lock's wheels "
+            f"are for {'CPython' if want_impl == 'cp' else want_impl} ({want_impl})"
+        )
+    warnings = interpreter_warnings(lock, facts, chosen_by)
+    shown = {**facts, "chosen_by": chosen_by, "lock_prefix": _lock_prefix(lock), "warnings": warnings}
     if not problems:
-        return result("interpreter", **facts)
-    return result(
-        "interpreter",
-        "; ".join(problems),
-        f"run the workload with {declared} (e.g. PATH={parent}:$PATH), or pass --python to validate another",
-        **facts,
+        return result("interpreter", None, "; ".join(warnings) or None, **shown)
+    v = ".".join(lock.python_version.split(".")[:2])
+    hint = (
+        f"validate and run the workload with a CPython {v}: inside the image {lock.python_executable}; "
+        f"elsewhere rebuild a venv with `python{v} -m venv venv && venv/bin/pip install --no-deps "
+        "--require-hashes -r requirements-rebuild.txt` and pass --python venv/bin/python"
     )
+    return result("interpreter", "; ".join(problems), hint, **shown)
 
 
 # -- os ---------------------------------------------------------------------------------------------
@@ -220,17 +268,67 @@ def _resolved_facts(lock: Lock, installed: dict[str, str], facts: dict[str, Any]
     }
 
 
-def decide_packages(lock: Lock, facts: dict[str, Any]) -> StageResult:
+def lock_names(lock: Lock) -> set[str]:
+    """Canonical names of every distribution the lock names (declared packages and, once resolved,
+    every locked distribution)."""
+    return {canonicalize_name(p.name) for p in lock.packages} | {
+        canonicalize_name(d.name) for d in lock.distributions
+    }
+
+
+def broken_owner(entry: str) -> str:
+    """The distribution a broken-requirement line is about: the probe writes ``<name> <version> ...``
+    (distribution names hold no spaces)."""
+    return canonicalize_name(entry.split(" ", 1)[0])
+
+
+def needed_by_lock(lock: Lock, requires: dict[str, list[str]]) -> set[str]:
+    """The lock's names plus every installed distribution they require, directly or not."""
+    needed = set(lock_names(lock))
+    pending = list(needed)
+    while pending:
+        for dep in requires.get(pending.pop(), ()):
+            key = canonicalize_name(dep)
+            if key not in needed:
+                needed.add(key)
+                pending.append(key)
+    return needed
+
+
+def split_broken(
+    lock: Lock, broken: list[str], requires: dict[str, list[str]] | None
+) -> tuple[list[str], list[str]]:
+    """Broken requirements that fail (about a distribution the lock names, or one that something the
+    lock names requires) and those that are only a warning (about a distribution the environment
+    carries for something else: a system Python's PyGObject without pycairo).
+
+    ``requires`` is the installed requirement graph (canonical name -> required names).  Without it a
+    resolved lock still decides (it names the whole environment); an unresolved lock cannot tell what
+    its declared packages pull in, so every broken requirement fails.
+    """
+    if requires is None and not lock.resolved:
+        return list(broken), []
+    needed = needed_by_lock(lock, requires or {})
+    locked = [b for b in broken if broken_owner(b) in needed]
+    unlocked = [b for b in broken if broken_owner(b) not in needed]
+    return locked, unlocked
+
+
+def decide_packages(lock: Lock, facts: dict[str, Any], python: str | None = None) -> StageResult:
     """The installed set against the lock, plus every broken requirement (what ``pip check`` says).
 
     A resolved lock (``envbuild lock``) is compared whole: missing, different-version and
     wrong-variant distributions fail, extras are listed only.  An unresolved lock compares its
     declared requirements and says, as a note (the hint of a passed stage), that nothing else was.
+    A broken requirement fails when the lock needs the distribution it is about (see
+    :func:`split_broken`); otherwise it is a warning, listed in ``broken_unlocked``.  ``python`` (the
+    interpreter under test) is named in the reinstall hint; the lock's interpreter by default.
     """
     installed: dict[str, str] = {
         canonicalize_name(k): str(v) for k, v in dict(facts.get("installed", {})).items()
     }
-    broken: list[str] = list(facts.get("broken", []))
+    requires = facts.get("requires")
+    broken, unlocked = split_broken(lock, list(facts.get("broken", [])), requires)
     shown: dict[str, Any] = {
         "lock_resolved": lock.resolved,
         "declared": len(lock.packages),
@@ -244,13 +342,24 @@ def decide_packages(lock: Lock, facts: dict[str, Any]) -> StageResult:
         note = NOT_RESOLVED_NOTE.format(n=len(lock.packages))
         shown.update(compared="declared", note=note, differences=package_differences(lock, installed))
     shown.update(
-        broken=broken, check_mode=facts.get("check_mode"), envbuild_in_target="envbuild" in installed
+        broken=broken,
+        broken_unlocked=unlocked,
+        check_mode=facts.get("check_mode"),
+        envbuild_in_target="envbuild" in installed,
     )
+    if facts.get("requires_error"):
+        shown["requires_error"] = facts["requires_error"]
     if facts.get("shadowed"):
         shown["shadowed"] = facts["shadowed"]
+    warning = (
+        f"{len(unlocked)} broken requirement{'s' if len(unlocked) != 1 else ''} of distributions the lock "
+        f"neither names nor needs (not failing): " + "; ".join(unlocked)
+        if unlocked
+        else None
+    )
     problems: list[str] = shown["differences"] + broken
     if not problems:
-        return result("packages", None, note, **shown)
+        return result("packages", None, "; ".join(t for t in (note, warning) if t) or None, **shown)
     head = f"{len(problems)} package problem{'s' if len(problems) != 1 else ''}: "
     if lock.resolved:
         groups = (
@@ -263,8 +372,8 @@ def decide_packages(lock: Lock, facts: dict[str, Any]) -> StageResult:
         head += "; ".join(_group(label, items, limit) for label, items, limit in groups if items)
         hint = (
             "reinstall from the bundle's requirements-rebuild.txt with `"
-            f"{lock.python_executable} -m pip install --require-hashes --no-deps -r requirements-rebuild.txt"
-            "`, or rebuild the image; never upgrade by hand"
+            f"{python or lock.python_executable} -m pip install --require-hashes --no-deps "
+            "-r requirements-rebuild.txt`, or rebuild the image; never upgrade by hand"
         )
     else:
         head += "; ".join(problems)
@@ -272,4 +381,4 @@ def decide_packages(lock: Lock, facts: dict[str, Any]) -> StageResult:
             "reinstall from the bundle's requirements-rebuild.txt (or rebuild the image); "
             "do not upgrade by hand"
         )
-    return result("packages", head, f"{hint}; {note}" if note else hint, **shown)
+    return result("packages", head, "; ".join(t for t in (hint, note, warning) if t), **shown)
