@@ -127,7 +127,11 @@ def test_pytorch_cpu_validates_inside_the_image(pytorch_cpu: Built, tmp_path: Pa
     log = (
         pytorch_cpu.bundle / f"build-{pytorch_cpu.tag.replace('/', '-').replace(':', '-')}.log"
     ).read_text()
-    assert "Looking in links: /tmp/envbuild/wheelhouse" in log  # installed offline, from the wheelhouse
+    # Installed offline, from the wheelhouse, with --no-deps (the file is locked). On a machine whose
+    # engine already built this exact context the layer comes from the cache: Docker keys it on the
+    # Dockerfile line and the bytes of every COPY before it, so the same install ran for it then.
+    install = log.split("-m venv /opt/venv", 1)[1].split("\nStep ", 1)[0]
+    assert "Using cache" in install or "Looking in links: /tmp/envbuild/wheelhouse" in install, install
     lock = json.loads((pytorch_cpu.bundle / "envbuild.lock.json").read_text())
     assert lock["resolved"] is True
     locked = {d["name"]: d for d in lock["distributions"]}
@@ -279,4 +283,6 @@ def wheels_in_layers(client: Any, tag: str) -> list[str]:
 def test_no_wheel_in_any_layer(pytorch_cpu: Built, drifted: str, docker_client: Any) -> None:
     assert wheels_in_layers(docker_client, pytorch_cpu.tag) == []
     # The scan does see a wheel when one is there: the derived image copied one into /tmp.
-    assert any(name.endswith(".whl") and "numpy" in name for name in wheels_in_layers(docker_client, drifted))
+    assert any(
+        name.endswith(".whl") and DRIFT[0] in name for name in wheels_in_layers(docker_client, drifted)
+    )
