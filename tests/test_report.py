@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 from validate_support import cpu_lock, venv_distributions
 
+from envbuild.models import CheckSpec
 from envbuild.validate import diff_reports, load_report, run_validation, verify_report
+from envbuild.validate import report as report_module
 from envbuild.validate.redact import REDACTED, redact_env, redact_text
 
 
@@ -161,6 +163,33 @@ def test_markdown_lists_the_packages_stage(tmp_path: Path) -> None:
     )
     assert "| packages | passed | " in unresolved
     assert " |  — hint" not in unresolved and "| hint: the lock is not resolved" in unresolved
+
+
+def test_markdown_shows_a_failed_checks_output_tail_bounded_and_redacted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_TOKEN", "hf_checkOutputSecret77")
+    code = (
+        "import os, sys\n"
+        "for i in range(1, 101): print(f'line {i:03d}')\n"
+        "print('token', os.environ['HF_TOKEN']); print('```'); sys.exit(3)"
+    )
+    checks = (
+        CheckSpec(name="noisy", run=("python", "-c", code)),
+        CheckSpec(name="fine", run=("python", "-c", "print('ok')")),
+    )
+    run_dir = _report(tmp_path, "checks", ["checks"], checks=checks)
+    md = (run_dir / "report.md").read_text()
+    section = md[md.index("## Checks") :]
+    assert "### `noisy`: failed" in section and "`fine`" not in section  # passed checks are not repeated
+    assert "- error: exit status 3, expected 0" in section
+    block = section[section.index("````\n") + 5 : section.rindex("\n````")]  # a fence longer than ```
+    lines = block.splitlines()
+    assert len(lines) == report_module.TAIL_LINES
+    assert lines[0] == "line 063" and lines[-3:] == ["line 100", "token [REDACTED]", "```"]
+    assert "hf_checkOutputSecret77" not in md
+    assert report_module.output_tail("x" * 10_000 + "\nend").endswith("end")
+    assert len(report_module.output_tail("y" * 10_000)) == report_module.TAIL_CHARS
 
 
 def test_diff_two_reports(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import secrets
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
@@ -95,6 +96,7 @@ def render_markdown(report: Report) -> str:
         f"- {label}: {_md(str(value))}" for label, value in key_facts(report) if value not in (None, "", [])
     ]
     lines += packages_section(report)
+    lines += checks_section(report)
     lines.append("")
     return "\n".join(lines)
 
@@ -106,6 +108,11 @@ _PACKAGE_LISTS = (
     ("wrong_variant", "wrong variant", "Wrong variant (the local tag differs)"),
     ("differences", "differences", "Differences from the declared requirements"),
     ("broken", "broken requirements", "Broken requirements"),
+    (
+        "broken_unlocked",
+        "broken outside the lock",
+        "Broken requirements the lock neither names nor needs (not failing)",
+    ),
     ("extras", "extras", "Extras (installed, not in the lock; listed, never a failure)"),
 )
 
@@ -125,15 +132,17 @@ def packages_section(report: Report) -> list[str]:
             f"Compared the whole installed set ({installed} distributions) with the lock's "
             f"{facts.get('locked_count')} resolved distributions"
         )
-        keys = ("missing", "different", "wrong_variant", "broken", "extras")
+        keys = ("missing", "different", "wrong_variant", "broken", "broken_unlocked", "extras")
     else:
         compared = (
             f"Compared the lock's declared requirements ({facts.get('declared')}) with the "
             f"{installed} installed distributions"
         )
-        keys = ("differences", "broken")
+        keys = ("differences", "broken", "broken_unlocked")
     lists = [
-        (label, title, list(facts.get(key) or [])) for key, label, title in _PACKAGE_LISTS if key in keys
+        (label, title, list(facts.get(key) or []))
+        for key, label, title in _PACKAGE_LISTS
+        if key in keys and (key != "broken_unlocked" or facts.get(key))  # counted only when present
     ]
     out = ["", "## Packages", ""]
     if facts.get("note"):
@@ -150,12 +159,55 @@ def _line(text: str) -> str:
     return text.replace("\n", " ")
 
 
+TAIL_LINES = 40
+TAIL_CHARS = 4000
+
+
+def output_tail(text: str, lines: int = TAIL_LINES, chars: int = TAIL_CHARS) -> str:
+    """The last ``lines`` lines of ``text``, at most ``chars`` characters, redacted."""
+    tail = "\n".join(text.rstrip("\n").splitlines()[-lines:])[-chars:]
+    return redact_text(tail)
+
+
+def _fence(text: str) -> str:
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def checks_section(report: Report) -> list[str]:
+    """``## Checks``: each pilot check that did not pass, its error, argv, and its output tail."""
+    facts = next((s.facts for s in report.stages if s.stage == "checks"), {})
+    entries = [e for e in facts.get("checks") or [] if isinstance(e, dict) and e.get("status") != "passed"]
+    if not entries:
+        return []
+    out = ["", "## Checks", ""]
+    if facts.get("python"):
+        out += [
+            f"Run in `{facts.get('workdir')}` with `{facts['python']}` (its folder first on PATH).",
+            "",
+        ]
+    for entry in entries:
+        argv = " ".join(str(a) for a in entry.get("argv") or [])
+        out += [f"### `{entry.get('name')}`: {entry.get('status')}", ""]
+        out += [f"- command: `{_line(argv)}`", f"- error: {_line(str(entry.get('error', '')))}"]
+        tail = output_tail(str(entry.get("output_tail") or ""))
+        if tail.strip():
+            fence = _fence(tail)
+            out += ["", f"Output (last {TAIL_LINES} lines at most):", "", fence, tail, fence, ""]
+        else:
+            out += ["", "No output.", ""]
+    return out
+
+
 def key_facts(report: Report) -> list[tuple[str, object]]:
     """The facts a reviewer of a copied report needs first, in reading order."""
     f = {s.stage: s.facts for s in report.stages}
+    py = f.get("interpreter", {})
     out: list[tuple[str, object]] = [
-        ("interpreter", f.get("interpreter", {}).get("executable")),
-        ("python", f.get("interpreter", {}).get("version")),
+        ("interpreter", py.get("executable")),
+        ("python", py.get("version")),
+        ("environment", _environment(py)),
+        ("`python` on PATH", _on_path(py)),
         ("os", f.get("os", {}).get("pretty_name")),
         ("glibc", f.get("os", {}).get("libc_version")),
         ("torch", f.get("accelerator", {}).get("torch_version")),
@@ -189,6 +241,24 @@ def key_facts(report: Report) -> list[tuple[str, object]]:
             )
         )
     return out
+
+
+def _environment(py: dict[str, object]) -> str | None:
+    if not py.get("kind"):
+        return None
+    chosen = f", chosen by {py['chosen_by']}" if py.get("chosen_by") else ""
+    return f"{py['kind']} at {py.get('prefix')}{chosen}"
+
+
+def _on_path(py: dict[str, object]) -> str | None:
+    seen = py.get("on_path")
+    if not isinstance(seen, dict) or not isinstance(seen.get("python"), dict):
+        return None
+    first = seen["python"]
+    if not first.get("path"):
+        return "none"
+    same = "the interpreter under test" if first.get("is_under_test") else "NOT the interpreter under test"
+    return f"{first['path']} ({same})"
 
 
 def _md(text: str) -> str:
