@@ -66,6 +66,7 @@ def _print_table(report: object, run_dir: Path, err: bool) -> None:
             s.stage, f"[{_STYLE[s.status]}]{s.status}[/]", f"{s.duration_s:.2f}", detail, style=None
         )
     console.print(table, markup=True)
+    click.echo(f"lock {report.lock.path}; interpreter {report.python}; workdir {report.workdir}", err=err)
     verdict = "[green]PASSED[/]" if report.ok else "[red]FAILED[/]"
     if report.interrupted:
         verdict += f" (interrupted by {report.signal})"
@@ -78,7 +79,7 @@ def _print_table(report: object, run_dir: Path, err: bool) -> None:
 
 def validate_command(opts: ValidateOptions) -> int:
     """Run the validation, print, and return the exit code (0 passed, 1 failed, 130/143 interrupted)."""
-    from envbuild.validate import DEFAULT_LOCK, exit_code, run_validation
+    from envbuild.validate import exit_code, run_validation
 
     names = opts.stages.split(",") if opts.stages is not None else None
 
@@ -89,7 +90,7 @@ def validate_command(opts: ValidateOptions) -> int:
         click.echo(f"  {res.stage:<12} {res.status:<9} {res.duration_s:7.2f}s", err=True)
 
     report, run_dir = run_validation(
-        opts.lock or DEFAULT_LOCK,
+        opts.lock,
         python=opts.python,
         out=opts.out,
         stages=names,
@@ -106,19 +107,35 @@ def validate_command(opts: ValidateOptions) -> int:
 
 @cli.command("validate")
 @click.option(
-    "--lock", "lock", type=click.Path(path_type=Path), default=None, help="lock file (default: the image's)"
+    "--lock",
+    "lock",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="a bundle folder or a lock file "
+    "(default: /etc/envbuild/envbuild.lock.json, else ./envbuild.lock.json)",
 )
 @click.option(
-    "--python", "python", default=None, help="interpreter under test (default: the lock's, else this one)"
+    "--python",
+    "python",
+    default=None,
+    help="interpreter under test (default: the lock's, else the active venv/conda env, else envbuild's own)",
 )
 @click.option("--out", "out", type=click.Path(path_type=Path), default=Path("runs"), show_default=True)
 @click.option("--stages", default=None, help="comma-separated stages (their prerequisites are added)")
-@click.option("--keep-going", is_flag=True, help="after a failure, still run stages that do not depend on it")
+@click.option(
+    "--keep-going",
+    is_flag=True,
+    help="after a failure, still run every stage that can (skipped only when a fact it needs is missing)",
+)
 @click.option(
     "--json", "as_json", is_flag=True, help="print report.json on stdout (the table goes to stderr)"
 )
 @click.option(
-    "--workdir", type=click.Path(path_type=Path), default=None, help="where checks and the checkpoint run"
+    "--workdir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="where checks and the checkpoint run "
+    "(default: the bundle's app/ with --lock BUNDLE, else the lock's workdir)",
 )
 @click.option(
     "--timeout", "timeouts", multiple=True, metavar="STAGE=SECONDS", help="override a stage's timeout"

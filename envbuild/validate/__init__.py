@@ -5,9 +5,15 @@ Public API: :func:`run_validation` (what the CLI and ``envbuild validate --image
 :data:`STAGE_NAMES`, :func:`verify_report`, :func:`diff_reports`, :func:`load_report`.
 
 Exit codes (:func:`exit_code`): 0 every stage passed or was skipped as not applicable (with its
-reason), 1 a stage failed or timed out, 2 bad input (lock, --python, --stages, --timeout; raised
-before any report folder is created), 130 / 143 interrupted by SIGINT / SIGTERM (the report is still
-written, with ``interrupted: true``).
+reason), 1 a stage failed or timed out, 2 bad input (no lock found, a bad lock, --python, --stages,
+--timeout; raised before any report folder is created), 130 / 143 interrupted by SIGINT / SIGTERM (the
+report is still written, with ``interrupted: true``).
+
+What is validated (:mod:`envbuild.validate.interp`): the lock is ``--lock FILE``, ``--lock BUNDLE``
+or the first of /etc/envbuild/envbuild.lock.json (inside the image) and ./envbuild.lock.json; the
+interpreter is ``--python``, else the lock's, else the active venv / conda environment, else
+envbuild's own; the checks run in ``--workdir``, else the bundle's ``app/`` (a lock read from a
+bundle folder), else the lock's workdir (inside the image), else the current folder.
 
 Test and debugging hook: ``ENVBUILD_PROBE_<STAGE>=/path/script.py`` runs that script instead of the
 built-in probe for a stage (same protocol: JSON arguments on stdin, ``ENVBUILD-RESULT <json>`` line).
@@ -20,9 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -34,8 +38,9 @@ from typing import Any
 
 from envbuild import __version__
 from envbuild.errors import ReportError, UsageError
-from envbuild.models import LOCK_PATH_IN_IMAGE, Lock, read_lock
+from envbuild.models import Lock, read_lock
 from envbuild.validate.host import host_facts
+from envbuild.validate.interp import DEFAULT_LOCK, choose_python, default_workdir, find_lock
 from envbuild.validate.model import FirstFailure, LockRef, Report, StageResult
 from envbuild.validate.probe import kill_current
 from envbuild.validate.report import new_run_dir, write_report
@@ -56,20 +61,12 @@ __all__ = [
     "verify_report",
 ]
 
-DEFAULT_LOCK = Path(LOCK_PATH_IN_IMAGE)
 SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
 
 
 def resolve_python(explicit: str | None, lock: Lock) -> str:
-    """``--python``, else the lock's interpreter when it exists here, else the current one."""
-    if explicit:
-        found = explicit if os.sep in explicit else shutil.which(explicit)
-        if not found or not (Path(found).is_file() and os.access(found, os.X_OK)):
-            raise UsageError(f"--python {explicit}: no executable interpreter at that path or on PATH")
-        return found
-    if Path(lock.python_executable).is_file():
-        return lock.python_executable
-    return sys.executable
+    """The interpreter under test (see :func:`envbuild.validate.interp.choose_python`)."""
+    return choose_python(explicit, lock)[0]
 
 
 @contextmanager
@@ -92,7 +89,7 @@ def _signals_raise() -> Iterator[None]:
 
 
 def run_validation(
-    lock: Lock | Path,
+    lock: Lock | Path | None,
     *,
     python: str | None = None,
     out: Path = Path("runs"),
@@ -104,26 +101,37 @@ def run_validation(
 ) -> tuple[Report, Path]:
     """Validate this machine against ``lock``; write a new report folder under ``out``.
 
-    Returns the report and its folder.  Raises :class:`~envbuild.errors.LockError` /
-    :class:`~envbuild.errors.UsageError` for bad input (before anything is written).
+    ``lock`` is a lock, a lock file, a bundle folder, or None (look in the usual places, see
+    :func:`envbuild.validate.interp.find_lock`).  Returns the report and its folder.  Raises
+    :class:`~envbuild.errors.LockError` / :class:`~envbuild.errors.UsageError` for bad input (before
+    anything is written).
     """
-    if isinstance(lock, Path):
-        lock_path, raw_lock = str(lock), _read_bytes(lock)
-        lock_obj = read_lock(lock)
-    else:
+    bundle: Path | None = None
+    if isinstance(lock, Lock):
         lock_obj, lock_path = lock, "(in memory)"
         raw_lock = lock.model_dump_json().encode()
+    else:
+        where = find_lock(lock)
+        bundle = where.bundle
+        lock_path, raw_lock = os.path.abspath(where.path), _read_bytes(where.path)
+        lock_obj = read_lock(where.path)
     selected = select_stages(stages)
     for key in timeouts or {}:
         if key not in STAGE_NAMES:
             raise UsageError(f"--timeout: unknown stage {key!r} (valid: {', '.join(STAGE_NAMES)})")
-    interpreter = resolve_python(python, lock_obj)
+    interpreter, chosen_by = choose_python(python, lock_obj)
     if workdir is None:
-        workdir = Path(lock_obj.workdir) if Path(lock_obj.workdir).is_dir() else Path.cwd()
+        workdir = default_workdir(lock_obj, bundle)
     elif not workdir.is_dir():
         raise UsageError(f"--workdir {workdir}: not a directory")
     run_dir = new_run_dir(out)
-    ctx = Context(lock=lock_obj, python=interpreter, workdir=workdir.resolve(), timeouts=dict(timeouts or {}))
+    ctx = Context(
+        lock=lock_obj,
+        python=interpreter,
+        workdir=workdir.resolve(),
+        timeouts=dict(timeouts or {}),
+        python_chosen_by=chosen_by,
+    )
     started = datetime.now(timezone.utc)
     t0 = time.monotonic()
     with _signals_raise():
@@ -196,7 +204,7 @@ def exit_code(report: Report) -> int:
 
 
 def run(
-    lock: Lock | Path,
+    lock: Lock | Path | None,
     python: str | None = None,
     out: Path = Path("runs"),
     stages: Sequence[str] | None = None,

@@ -1,21 +1,34 @@
 """The stage list, its dependency graph, and the runner.
 
 Each stage gathers facts (a probe in the interpreter under test, or the vendor tools) and hands them
-to a pure decision function.  A stage whose prerequisite did not pass is ``aborted`` and says why;
-without ``keep_going`` the first failure aborts every later stage.
+to a pure decision function.
+
+Two relations between stages:
+
+- ``needs``: the stages that come first.  ``--stages`` adds them, and without ``keep_going`` the run
+  stops at the first failure: every later stage is ``aborted``, naming the failed prerequisite or the
+  stage that stopped the run (the first error and the stage reached say where it stopped).
+- ``requires``: the facts a stage cannot run without (:data:`FACTS`).  With ``keep_going`` a stage is
+  aborted only when one of them is known to be missing: the interpreter under test does not start
+  (nothing can run), torch does not import (no torch stage can run), torch sees no GPU (no device
+  stage can run).  A failed verdict (a Python version the lock does not declare, a package
+  difference, a wrong driver) hides nothing: every stage that can still tell the renter something
+  runs.
 """
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from envbuild.errors import UsageError, choices
-from envbuild.models import Lock
-from envbuild.validate import checks, decide, decide_work, gpu
+from envbuild.models import CheckSpec, Lock
+from envbuild.validate import checks, decide, decide_work, gpu, interp
 from envbuild.validate.host import GpuToolFacts, collect_gpu_tools, mem_available_bytes
 from envbuild.validate.model import StageResult
 from envbuild.validate.probe import run_probe
@@ -27,18 +40,37 @@ class StageSpec:
     needs: tuple[str, ...]
     timeout_s: float
     what: str
+    requires: tuple[str, ...] = ("python",)
 
+
+# The facts a stage may require, and what their absence means to a renter.
+FACTS: dict[str, str] = {
+    "python": "the interpreter under test did not run a probe",
+    "torch": "torch does not import in the interpreter under test",
+    "devices": "torch sees no GPU",  # always there for a CPU lock
+}
+_TORCH_WORK = ("python", "torch", "devices")
 
 STAGES: tuple[StageSpec, ...] = (
-    StageSpec("interpreter", (), 60, "the interpreter and venv actually used"),
+    StageSpec("interpreter", (), 60, "the interpreter and venv actually used", ()),
     StageSpec("os", (), 60, "distribution, version, glibc"),
     StageSpec("packages", ("interpreter",), 120, "installed distributions vs the lock, broken requirements"),
     StageSpec("accelerator", ("packages",), 180, "torch build variant, GPU visibility, driver"),
-    StageSpec("devices", ("accelerator",), 180, "every device: name, memory, arch coverage, smi agreement"),
-    StageSpec("compute", ("devices",), 300, "matmul on each device vs a float64 reference"),
-    StageSpec("extensions", ("compute",), 1200, "compile and run custom ops, extension smoke tests"),
-    StageSpec("memory", ("devices",), 300, "allocate the declared need on each device"),
-    StageSpec("checkpoint", ("compute",), 300, "save, resume in a fresh process, compare"),
+    StageSpec(
+        "devices",
+        ("accelerator",),
+        180,
+        "every device: name, memory, arch coverage, smi agreement",
+        _TORCH_WORK,
+    ),
+    StageSpec("compute", ("devices",), 300, "matmul on each device vs a float64 reference", _TORCH_WORK),
+    StageSpec(
+        "extensions", ("compute",), 1200, "compile and run custom ops, extension smoke tests", _TORCH_WORK
+    ),
+    StageSpec(
+        "memory", ("devices",), 300, "allocate the declared need on each device", ("python", "devices")
+    ),
+    StageSpec("checkpoint", ("compute",), 300, "save, resume in a fresh process, compare", _TORCH_WORK),
     StageSpec("checks", ("packages",), 0, "the profile's own checks (each has its own timeout)"),
 )
 STAGE_NAMES: tuple[str, ...] = tuple(s.name for s in STAGES)
@@ -76,6 +108,9 @@ class Context:
     python: str
     workdir: Path
     timeouts: dict[str, float] = field(default_factory=dict)
+    python_chosen_by: str = interp.SOURCE_LOCK
+    # FACTS established (True) or known missing (False, with the reason) by the stages run so far.
+    facts: dict[str, tuple[bool, str]] = field(default_factory=dict)
     raw: dict[str, str] = field(default_factory=dict)  # raw-facts files for the report
     tools: GpuToolFacts | None = None
     device_count: int = 0
@@ -120,7 +155,8 @@ def probe(
 
 
 def _interpreter(ctx: Context) -> StageResult:
-    return decide.decide_interpreter(ctx.lock, probe(ctx, "interpreter", "interpreter", {}))
+    data = probe(ctx, "interpreter", "interpreter", {})
+    return decide.decide_interpreter(ctx.lock, data, ctx.python_chosen_by)
 
 
 def _os(ctx: Context) -> StageResult:
@@ -134,7 +170,14 @@ def _packages(ctx: Context) -> StageResult:
     data = probe(ctx, "packages", "packages", {})
     names, installed = data.get("names", {}), data.get("installed", {})
     ctx.raw["pip-freeze.txt"] = "".join(f"{names.get(k, k)}=={v}\n" for k, v in sorted(installed.items()))
-    return decide.decide_packages(ctx.lock, data)
+    named = decide.lock_names(ctx.lock)
+    if any(decide.broken_owner(b) not in named for b in data.get("broken", [])):
+        # Does something the lock names need that distribution (a dependency of a dependency)?
+        try:
+            data["requires"] = probe(ctx, "packages", "requires", {}).get("requires", {})
+        except ProbeFailed as exc:
+            data["requires_error"] = exc.result.error
+    return decide.decide_packages(ctx.lock, data, ctx.python)
 
 
 TORCH_STAGES = frozenset({"devices", "compute", "extensions", "memory", "checkpoint"})
@@ -211,8 +254,42 @@ def _checkpoint(ctx: Context) -> StageResult:
     return decide_work.decide_checkpoint(save, resume, device)
 
 
+@contextmanager
+def _process_path(path: str) -> Iterator[None]:
+    """``PATH`` for the processes started inside the block.
+
+    checks.run_checks starts each check with the validator's own environment and takes no ``env``;
+    until it does, the checks' PATH is set here, for the duration of the stage only.
+    """
+    saved = os.environ.get("PATH")
+    os.environ["PATH"] = path
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("PATH", None)
+        else:
+            os.environ["PATH"] = saved
+
+
+def check_specs(ctx: Context) -> tuple[CheckSpec, ...]:
+    """The lock's checks as they run: a bare ``python`` / ``python3`` / ``pythonX.Y`` as argv[0] is
+    the interpreter under test."""
+    return tuple(c.model_copy(update={"run": interp.check_argv(c.run, ctx.python)}) for c in ctx.lock.checks)
+
+
 def _checks(ctx: Context) -> StageResult:
-    return checks.run_checks(ctx.lock.checks, ctx.workdir, ctx.timeouts.get("checks"))
+    path = interp.check_env(ctx.python, os.environ)["PATH"]
+    with _process_path(path):
+        res = checks.run_checks(check_specs(ctx), ctx.workdir, ctx.timeouts.get("checks"))
+    if res.status == "skipped":
+        return res
+    shown = {**res.facts, "python": ctx.python, "path_first": path.split(os.pathsep)[0]}
+    if res.error:
+        return res.model_copy(
+            update={"facts": shown, "hint": "see the check's output tail in the report (report.md, Checks)"}
+        )
+    return res.model_copy(update={"facts": shown})
 
 
 RUNNERS: dict[str, Callable[[Context], StageResult]] = {
@@ -258,12 +335,47 @@ class RunOutcome:
     interrupted: str | None  # signal name
 
 
+def learn_facts(ctx: Context, res: StageResult) -> None:
+    """Record which :data:`FACTS` a finished stage established, or showed to be missing."""
+    why = f"stage '{res.stage}' {res.status.replace('_', ' ')}" + (f": {res.error}" if res.error else "")
+    if res.stage == "interpreter":
+        # A verdict on the probe's facts (passed, or failed on the version) means the interpreter runs.
+        ctx.facts["python"] = ("version" in res.facts, why)
+    elif res.stage == "accelerator" and ctx.lock.torch_version is not None:
+        imports = bool(res.facts.get("torch_version"))
+        ctx.facts["torch"] = (imports, why)
+        # A CPU lock's only device is the CPU (its memory stage needs no torch); a GPU lock's devices
+        # are those torch sees.
+        seen = not ctx.gpu or (imports and int(res.facts.get("device_count") or 0) > 0)
+        ctx.facts["devices"] = (seen, why)
+
+
+def missing_fact(ctx: Context, spec: StageSpec) -> str | None:
+    """Why ``spec`` cannot run: the first fact it requires that a stage showed to be missing.
+
+    A fact nobody established (its stage was not selected) is not missing: the stage finds out.
+    """
+    if spec.name in TORCH_STAGES and ctx.lock.torch_version is None:
+        return None  # not applicable: _run_one skips it with the reason
+    for fact in spec.requires:
+        known, why = ctx.facts.get(fact, (True, ""))
+        if not known:
+            return f"not run: {FACTS[fact]} ({why})"
+    return None
+
+
 def run_stages(
     ctx: Context,
     selected: list[str],
     keep_going: bool,
     on_result: Callable[[StageResult], None] | None = None,
 ) -> RunOutcome:
+    """Run the selected stages in order.
+
+    Without ``keep_going`` the first failure stops the run (every later stage is aborted, naming the
+    failed prerequisite or the stage that stopped it).  With ``keep_going`` a stage is aborted only
+    when a fact it requires is missing (:func:`missing_fact`).
+    """
     results: dict[str, StageResult] = {}
     ordered: list[StageResult] = []
     reached: str | None = None
@@ -280,25 +392,33 @@ def run_stages(
         for spec in STAGES:
             if spec.name not in selected:
                 continue
-            blocked = next((d for d in spec.needs if d in results and not results[d].ok), None)
-            if blocked:
-                word = results[blocked].status.replace("_", " ")
-                record(
-                    StageResult(stage=spec.name, status="aborted", error=f"prerequisite '{blocked}' {word}")
-                )
-                continue
-            if stop_reason:
-                record(StageResult(stage=spec.name, status="aborted", error=stop_reason))
-                continue
+            if keep_going:
+                missing = missing_fact(ctx, spec)
+                if missing:
+                    record(StageResult(stage=spec.name, status="aborted", error=missing))
+                    continue
+            else:
+                blocked = next((d for d in spec.needs if d in results and not results[d].ok), None)
+                if blocked:
+                    word = results[blocked].status.replace("_", " ")
+                    error = f"prerequisite '{blocked}' {word}"
+                    record(StageResult(stage=spec.name, status="aborted", error=error))
+                    continue
+                if stop_reason:
+                    record(StageResult(stage=spec.name, status="aborted", error=stop_reason))
+                    continue
             reached = spec.name
             res = _run_one(ctx, spec.name)
             record(res)
             if res.status == "aborted":  # interrupted inside the stage
                 interrupted = str(res.facts.get("signal", "SIGINT"))
                 break
+            learn_facts(ctx, res)
             if not res.ok and not keep_going:
                 word = res.status.replace("_", " ")
-                stop_reason = f"not run: stage '{spec.name}' {word} (--keep-going runs independent stages)"
+                stop_reason = (
+                    f"not run: stage '{spec.name}' {word} (--keep-going runs every stage that still can)"
+                )
     except (KeyboardInterrupt, Interrupted) as exc:  # arrived between stages
         interrupted = exc.signame if isinstance(exc, Interrupted) else "SIGINT"
     for spec in STAGES:
