@@ -1,20 +1,21 @@
-"""The ``checks`` stage: the profile's own pilot commands, run as argv (never a shell) in the workdir."""
+"""The ``checks`` stage: the profile's own pilot commands, run as argv (never a shell) in the workdir.
+
+Each check runs through :func:`envbuild.validate.runner.run_process` (stdout and stderr merged into one
+bounded tail): on a timeout every process it started is killed, and a check that exits but leaves
+processes behind (a ``setsid`` daemon) has them killed too, reported as ``stragglers_killed``.
+"""
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 from envbuild.models import CheckSpec
 from envbuild.validate.decide import result, skipped
 from envbuild.validate.model import StageResult
-from envbuild.validate.probe import _Tracker
 from envbuild.validate.redact import redact_text
+from envbuild.validate.runner import run_process
 
 TAIL = 2000
 _MISSING = object()
@@ -61,40 +62,26 @@ def expectation_failures(check: CheckSpec, workdir: Path, returncode: int) -> li
 
 def run_check(check: CheckSpec, workdir: Path, timeout_s: float | None = None) -> dict[str, Any]:
     limit = timeout_s if timeout_s is not None else float(check.timeout_s)
-    start = time.monotonic()
     entry: dict[str, Any] = {"name": check.name, "argv": list(check.run)}
     try:
-        proc = subprocess.Popen(
-            list(check.run),
-            cwd=workdir,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        run = run_process(list(check.run), timeout_s=limit, cwd=workdir, merge_stderr=True)
     except OSError as exc:
         entry.update(status="failed", error=f"cannot run {check.run[0]!r}: {exc.strerror or exc}")
         return entry
-    _Tracker.current = proc
-    try:
-        try:
-            out, _ = proc.communicate(timeout=limit)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, _ = proc.communicate()
-            timed_out = True
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        _Tracker.current = None
-    entry["seconds"] = round(time.monotonic() - start, 3)
-    entry["output_tail"] = redact_text(out.decode("utf-8", errors="replace")[-TAIL:])
-    entry["returncode"] = proc.returncode
-    if timed_out:
+    entry["seconds"] = round(run.duration_s, 3)
+    entry["output_tail"] = redact_text(run.stdout.tail.decode("utf-8", errors="replace")[-TAIL:])
+    entry["returncode"] = run.returncode
+    facts = run.facts()
+    facts.pop("stderr_dropped_bytes")  # stderr goes into the same pipe as stdout
+    entry["output_dropped_bytes"] = facts.pop("stdout_dropped_bytes")
+    entry.update(facts)
+    if run.timed_out:
         entry.update(status="timed_out", error=f"did not finish within {limit:g} s; killed")
         return entry
-    fails = expectation_failures(check, workdir, proc.returncode)
+    if run.returncode is None:  # pragma: no cover - the check would not die (uninterruptible sleep)
+        entry.update(status="failed", error="exited, but could not be reaped")
+        return entry
+    fails = expectation_failures(check, workdir, run.returncode)
     entry["status"] = "failed" if fails else "passed"
     if fails:
         entry["error"] = "; ".join(fails)

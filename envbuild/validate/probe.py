@@ -1,10 +1,12 @@
-"""Run one probe script in the interpreter under test, as its own process group, with a timeout.
+"""Run one probe script in the interpreter under test, with a timeout, through the process runner.
 
 A probe reads one JSON object (its arguments) on stdin and prints its result as one line
 ``ENVBUILD-RESULT <json>`` on stdout.  Everything else it prints (warnings, compiler chatter) is kept
-as a tail for the report.  The outcome is classified: ``ok``, ``crashed`` (killed by a signal or a
-non-zero exit), ``timed_out`` (killed with its whole process group), ``garbage`` (no parseable result)
-or ``error`` (the interpreter could not be started at all).
+as a bounded tail for the report.  The outcome is classified: ``ok``, ``crashed`` (killed by a signal or
+a non-zero exit), ``timed_out`` (killed with every process it started), ``garbage`` (no parseable
+result) or ``error`` (the interpreter could not be started at all).  :mod:`envbuild.validate.runner`
+starts, reads, times out and kills; :attr:`ProbeResult.facts` carries what it reports (dropped output
+bytes, stragglers killed, the kill mechanism).
 """
 
 from __future__ import annotations
@@ -12,14 +14,14 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from envbuild.validate.redact import redact_text
+from envbuild.validate.runner import MARKER_LINE_MAX, RunResult, run_process
+from envbuild.validate.runner import kill_current as kill_current
 
 RESULT_MARKER = "ENVBUILD-RESULT "
 PROBES_DIR = Path(__file__).resolve().parent / "probes"
@@ -37,27 +39,7 @@ class ProbeResult:
     duration_s: float = 0.0
     stdout_tail: str = ""
     stderr_tail: str = ""
-
-
-class _Tracker:
-    """The probe running now, so that a signal handler can stop it with its process group."""
-
-    current: subprocess.Popen[bytes] | None = None
-
-
-def kill_current() -> None:
-    proc = _Tracker.current
-    if proc is not None and proc.poll() is None:
-        _kill_group(proc)
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    except PermissionError:  # pragma: no cover - the group leader changed owner
-        proc.kill()
+    facts: dict[str, Any] = field(default_factory=dict)  # the runner's: dropped bytes, stragglers, kill
 
 
 def probe_path(name: str) -> Path:
@@ -90,68 +72,63 @@ def run_probe(
 ) -> ProbeResult:
     """Run probe ``name`` with ``args`` in ``python``; never raises for a misbehaving probe."""
     script = probe_path(name)
-    cmd = [python, "-u", str(script)]
-    start = time.monotonic()
     try:
-        proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
+        run = run_process(
+            [python, "-u", str(script)],
+            timeout_s=timeout_s,
+            stdin=json.dumps(dict(args)).encode(),
             env={**(os.environ if env is None else env), "PYTHONFAULTHANDLER": "1"},  # native crash -> stack
-            cwd=str(cwd) if cwd else None,
+            cwd=cwd,
+            marker=RESULT_MARKER.encode(),
         )
     except OSError as exc:
         return ProbeResult("error", reason=f"cannot start {python}: {exc.strerror or exc}")
-    _Tracker.current = proc
-    try:
-        try:
-            out, err = proc.communicate(json.dumps(dict(args)).encode(), timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            out, err = proc.communicate()
-            return ProbeResult(
-                "timed_out",
-                reason=f"probe '{name}' did not finish within {timeout_s:g} s; killed with its process group",
-                returncode=proc.returncode,
-                duration_s=time.monotonic() - start,
-                stdout_tail=_tail(out),
-                stderr_tail=_tail(err),
-            )
-    finally:
-        if proc.poll() is None:  # interrupted (KeyboardInterrupt, SIGTERM handler): stop the probe too
-            _kill_group(proc)
-            proc.wait()
-        _Tracker.current = None
-    return _classify(name, proc.returncode, out, err, time.monotonic() - start)
+    if run.timed_out:
+        return ProbeResult(
+            "timed_out",
+            reason=(
+                f"probe '{name}' did not finish within {timeout_s:g} s; killed with every process it started"
+            ),
+            returncode=run.returncode,
+            duration_s=run.duration_s,
+            stdout_tail=_tail(run.stdout.tail),
+            stderr_tail=_tail(run.stderr.tail),
+            facts=run.facts(),
+        )
+    return _classify(name, run)
 
 
-def _classify(name: str, rc: int, out: bytes, err: bytes, duration: float) -> ProbeResult:
-    text = out.decode("utf-8", errors="replace")
+def _classify(name: str, run: RunResult) -> ProbeResult:
+    rc = run.returncode
     common: dict[str, Any] = {
         "returncode": rc,
-        "duration_s": duration,
-        "stdout_tail": _tail(out),
-        "stderr_tail": _tail(err),
+        "duration_s": run.duration_s,
+        "stdout_tail": _tail(run.stdout.tail),
+        "stderr_tail": _tail(run.stderr.tail),
+        "facts": run.facts(),
     }
+    if rc is None:  # pragma: no cover - the main process would not die (uninterruptible sleep)
+        return ProbeResult("crashed", reason=f"probe '{name}' could not be killed", **common)
     if rc < 0:  # the faulthandler's stack (if any) is in stderr_tail
         return ProbeResult("crashed", reason=f"probe '{name}' killed by {_signal_name(-rc)}", **common)
     data: dict[str, Any] | None = None
-    for line in reversed(text.splitlines()):
-        if line.startswith(RESULT_MARKER):
-            try:
-                parsed = json.loads(line[len(RESULT_MARKER) :])
-            except json.JSONDecodeError:
-                break
-            if isinstance(parsed, dict):
-                data = parsed
-            break
+    if run.marker_line is not None:
+        try:
+            parsed = json.loads(run.marker_line[len(RESULT_MARKER) :].decode("utf-8", errors="replace"))
+        except json.JSONDecodeError:
+            parsed = None
+        if isinstance(parsed, dict):
+            data = parsed
     if rc != 0:
         reason = f"probe '{name}' exited with status {rc}"
-        return ProbeResult("crashed", data=data or {}, reason=reason + _last_line(err), **common)
+        return ProbeResult("crashed", data=data or {}, reason=reason + _last_line(run.stderr.tail), **common)
     if data is None:
-        shown = redact_text(text.strip()[:200]) or "(empty output)"
+        if run.marker_overflow:
+            limit = MARKER_LINE_MAX // (1024 * 1024)
+            reason = f"probe '{name}' printed a result line over {limit} MiB"
+            return ProbeResult("garbage", reason=reason, **common)
+        head = run.stdout.head.decode("utf-8", errors="replace")
+        shown = redact_text(head.strip()[:200]) or "(empty output)"
         return ProbeResult("garbage", reason=f"probe '{name}' printed no JSON result: {shown}", **common)
     return ProbeResult("ok", data=data, **common)
 
