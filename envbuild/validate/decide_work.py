@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from envbuild.models import Lock
@@ -45,13 +46,31 @@ def decide_compute(facts: dict[str, Any]) -> StageResult:
     return result("compute", **facts)
 
 
+def _part_problem(p: dict[str, Any]) -> str | None:
+    """Why a part fails, from its raw facts: the probe's own "passed" must agree with its numbers."""
+    name = p.get("name", "?")
+    if p.get("status") == "failed":
+        return str(p.get("error") or f"{name} failed")
+    if p.get("status") != "passed":
+        return None
+    err, tol = p.get("max_error"), p.get("tolerance")
+    if isinstance(err, (int, float)) and isinstance(tol, (int, float)):
+        if math.isfinite(err) and err <= tol:
+            return None
+        return f"{name}: max error {err:g} exceeds its tolerance {tol:g} (the probe reported it passed)"
+    if p.get("smoke"):
+        return None  # numbers within tolerance, or an import-only smoke test that says so
+    return f"{name}: the probe reported it passed without a max error and tolerance to check"
+
+
 def decide_extensions(lock: Lock, facts: dict[str, Any]) -> StageResult:
+    """Each part re-checked from its numbers: a "passed" part must carry max_error <= tolerance."""
     parts: list[dict[str, Any]] = list(facts.get("parts", []))
     for p in parts:
-        if p.get("status") == "failed":
-            return result(
-                "extensions", str(p.get("error") or f"{p.get('name')} failed"), p.get("hint"), parts=parts
-            )
+        problem = _part_problem(p)
+        if problem is not None:
+            hint = p.get("hint") if p.get("status") == "failed" else "the extension computes wrong numbers"
+            return result("extensions", problem, hint, parts=parts)
     if parts and all(p.get("status") == "skipped" for p in parts):
         reasons = "; ".join(f"{p['name']}: {p.get('reason')}" for p in parts)
         return skipped("extensions", reasons, parts=parts)
@@ -83,20 +102,37 @@ def decide_memory_cpu(lock: Lock, available: int | None) -> StageResult:
     return result("memory", **facts)
 
 
+def _device_problem(d: dict[str, Any], need: int | None) -> str | None:
+    """Why a device fails, from its raw facts (bytes allocated and read back), not the probe's verdict."""
+    if not d.get("allocated"):
+        need_gib = float(d.get("need_bytes", 0)) / GIB
+        free = float(d.get("free_bytes", 0)) / GIB
+        total = float(d.get("total_bytes", 0)) / GIB
+        cause = f": {d['error']}" if d.get("error") else ""
+        return f"cannot allocate {need_gib:.1f} GiB (free {free:.1f} of {total:.1f} GiB){cause}"
+    got = d.get("allocated_bytes")
+    wanted = need if need is not None else d.get("need_bytes")
+    if not isinstance(got, int) or not isinstance(wanted, int) or got < wanted:
+        return f"allocated {got} bytes, fewer than the {wanted} bytes the lock needs (with margin)"
+    samples, pattern = d.get("readback"), d.get("pattern")
+    if not isinstance(samples, list) or not samples or any(s != pattern for s in samples):
+        return f"the memory read back {samples} where {pattern} was written"
+    return None
+
+
 def decide_memory_gpu(lock: Lock, facts: dict[str, Any]) -> StageResult:
+    """Every device must hold the lock's need: re-checked from the bytes allocated and read back."""
     devices: list[dict[str, Any]] = list(facts.get("devices", []))
     shown = {"devices": devices, "margin": MEMORY_MARGIN}
     if not devices:
         return result("memory", "no device to allocate on", None, **shown)
+    need = memory_need_bytes(lock)
     for d in devices:
-        if not d.get("allocated") or not d.get("readback_ok", False):
-            need = float(d.get("need_bytes", 0)) / GIB
-            free = float(d.get("free_bytes", 0)) / GIB
-            total = float(d.get("total_bytes", 0)) / GIB
+        problem = _device_problem(d, need)
+        if problem is not None:
             return result(
                 "memory",
-                f"device {d.get('index')}: cannot allocate {need:.1f} GiB "
-                f"(free {free:.1f} of {total:.1f} GiB)" + (f": {d['error']}" if d.get("error") else ""),
+                f"device {d.get('index')}: {problem}",
                 "another process holds memory (nvidia-smi / amd-smi), or the card is smaller than declared",
                 **shown,
             )

@@ -99,7 +99,8 @@ def check_numbers(name: str, got: Any, x: Any, start: float, **info: Any) -> Non
     extra = (
         {} if status == "passed" else {"error": f"{name} returned wrong numbers: max error {err:g} > {tol:g}"}
     )
-    part(name, status, max_error=err, seconds=round(time.perf_counter() - start, 2), **info, **extra)
+    seconds = round(time.perf_counter() - start, 2)
+    part(name, status, max_error=err, tolerance=tol, seconds=seconds, **info, **extra)
 
 
 def cpp_op(build_root: str) -> None:
@@ -219,7 +220,7 @@ def smoke(module_name: str) -> None:
             ).transpose(1, 2)
             err = float((out.float() - ref).abs().max())
             ok = err < 2e-2
-            info["max_error"] = err
+            info["max_error"], info["tolerance"] = err, 2e-2
         elif module_name == "bitsandbytes" and gpu:
             import bitsandbytes.functional as bnbf
 
@@ -227,7 +228,7 @@ def smoke(module_name: str) -> None:
             q, state = bnbf.quantize_blockwise(x)
             err = float((bnbf.dequantize_blockwise(q, state) - x).abs().max() / x.abs().max())
             ok = err < 0.05
-            info["max_error"] = err
+            info["max_error"], info["tolerance"] = err, 0.05
         elif module_name == "triton" and gpu:
             triton_kernel(tempfile.mkdtemp(prefix="envbuild-triton-"))
             return
