@@ -85,11 +85,13 @@ def _daemon_code(tag: str, then: str) -> str:
     return textwrap.dedent(
         f"""
         import os, sys, time
-        if os.fork() == 0:
+        middle = os.fork()
+        if middle == 0:
             os.setsid()
             if os.fork() == 0:
                 os.execvp(sys.executable, [sys.executable, "-c", "import time; time.sleep(600)", "{tag}"])
             os._exit(0)
+        os.waitpid(middle, 0)  # the daemon exists now, re-parented
         print("parent", flush=True)
         {then}
         """
