@@ -311,3 +311,16 @@ def test_stream_buffer_keeps_head_and_tail_and_counts_the_rest() -> None:
         buf.feed(part)
     assert buf.head == b"abcd" and buf.tail == b"6789ABCDEF"
     assert buf.total == 33 and buf.dropped == 23
+
+
+def test_checks_take_an_environment_whose_path_finds_argv0(tmp_path: Path) -> None:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    tool = bindir / "pilot-envbuild-runner"
+    tool.write_text(f"#!{PY}\nimport os\nprint(os.environ['ENVBUILD_RUNNER_T'])\n", encoding="utf-8")
+    tool.chmod(0o755)
+    check = CheckSpec(name="env", run=("pilot-envbuild-runner",))
+    res = run_checks((check,), tmp_path, env={"PATH": str(bindir), "ENVBUILD_RUNNER_T": "from-env"})
+    assert res.status == "passed", res.error
+    assert res.facts["checks"][0]["output_tail"] == "from-env\n"
+    assert run_checks((check,), tmp_path).status == "failed"  # not on the validator's own PATH

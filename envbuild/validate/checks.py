@@ -8,6 +8,7 @@ processes behind (a ``setsid`` daemon) has them killed too, reported as ``stragg
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -60,11 +61,14 @@ def expectation_failures(check: CheckSpec, workdir: Path, returncode: int) -> li
     return fails
 
 
-def run_check(check: CheckSpec, workdir: Path, timeout_s: float | None = None) -> dict[str, Any]:
+def run_check(
+    check: CheckSpec, workdir: Path, timeout_s: float | None = None, *, env: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """Run one check; ``env`` replaces the validator's environment for it (None: inherited)."""
     limit = timeout_s if timeout_s is not None else float(check.timeout_s)
     entry: dict[str, Any] = {"name": check.name, "argv": list(check.run)}
     try:
-        run = run_process(list(check.run), timeout_s=limit, cwd=workdir, merge_stderr=True)
+        run = run_process(list(check.run), timeout_s=limit, cwd=workdir, env=env, merge_stderr=True)
     except OSError as exc:
         entry.update(status="failed", error=f"cannot run {check.run[0]!r}: {exc.strerror or exc}")
         return entry
@@ -88,11 +92,18 @@ def run_check(check: CheckSpec, workdir: Path, timeout_s: float | None = None) -
     return entry
 
 
-def run_checks(checks: tuple[CheckSpec, ...], workdir: Path, timeout_s: float | None = None) -> StageResult:
-    """Run every check; ``timeout_s`` (``--timeout checks=N``) replaces each check's own limit."""
+def run_checks(
+    checks: tuple[CheckSpec, ...],
+    workdir: Path,
+    timeout_s: float | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+) -> StageResult:
+    """Run every check; ``timeout_s`` (``--timeout checks=N``) replaces each check's own limit; ``env``
+    (None: the validator's own) is the checks' environment, its ``PATH`` included (argv[0] lookup)."""
     if not checks:
         return skipped("checks", "the lock declares no checks")
-    entries = [run_check(c, workdir, timeout_s) for c in checks]
+    entries = [run_check(c, workdir, timeout_s, env=env) for c in checks]
     bad = next((e for e in entries if e["status"] != "passed"), None)
     if bad is None:
         return result("checks", checks=entries, workdir=str(workdir))
