@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -143,7 +142,12 @@ def probe(
     out = run_probe(ctx.python, name, args, ctx.timeout(stage), cwd=cwd)
     if out.outcome == "ok":
         return out.data
-    facts = {"probe": name, "returncode": out.returncode, "stderr_tail": out.stderr_tail[-800:]}
+    facts = {
+        "probe": name,
+        "returncode": out.returncode,
+        "stderr_tail": out.stderr_tail[-800:],
+        **out.facts,
+    }
     status = "timed_out" if out.outcome == "timed_out" else "failed"
     hint = {
         "timed_out": f"raise the limit with --timeout {stage}=SECONDS if the machine is just slow",
@@ -254,24 +258,6 @@ def _checkpoint(ctx: Context) -> StageResult:
     return decide_work.decide_checkpoint(save, resume, device)
 
 
-@contextmanager
-def _process_path(path: str) -> Iterator[None]:
-    """``PATH`` for the processes started inside the block.
-
-    checks.run_checks starts each check with the validator's own environment and takes no ``env``;
-    until it does, the checks' PATH is set here, for the duration of the stage only.
-    """
-    saved = os.environ.get("PATH")
-    os.environ["PATH"] = path
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop("PATH", None)
-        else:
-            os.environ["PATH"] = saved
-
-
 def check_specs(ctx: Context) -> tuple[CheckSpec, ...]:
     """The lock's checks as they run: a bare ``python`` / ``python3`` / ``pythonX.Y`` as argv[0] is
     the interpreter under test."""
@@ -279,9 +265,9 @@ def check_specs(ctx: Context) -> tuple[CheckSpec, ...]:
 
 
 def _checks(ctx: Context) -> StageResult:
-    path = interp.check_env(ctx.python, os.environ)["PATH"]
-    with _process_path(path):
-        res = checks.run_checks(check_specs(ctx), ctx.workdir, ctx.timeouts.get("checks"))
+    env = interp.check_env(ctx.python, os.environ)
+    path = env["PATH"]
+    res = checks.run_checks(check_specs(ctx), ctx.workdir, ctx.timeouts.get("checks"), env=env)
     if res.status == "skipped":
         return res
     shown = {**res.facts, "python": ctx.python, "path_first": path.split(os.pathsep)[0]}
