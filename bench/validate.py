@@ -47,6 +47,20 @@ def bench_lock(python: str, workdir: Path) -> Any:
     return Lock.model_validate({**base.model_dump(), **update})
 
 
+EXT_ARGS = {"backend": "cpu", "compile": True, "extensions": []}
+
+
+def wall(run: Any) -> float:
+    start = time.perf_counter()
+    run()
+    return time.perf_counter() - start
+
+
+def median(values: list[float]) -> float:
+    values = sorted(values)
+    return values[len(values) // 2]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--python", default=sys.executable)
@@ -54,6 +68,8 @@ def main() -> int:
     args = parser.parse_args()
 
     from envbuild.validate import run_validation
+    from envbuild.validate.probe import run_probe
+    from envbuild.validate.stages import STAGE_NAMES
 
     # As in the image (PATH=/opt/venv/bin:$PATH): the profile's pilot check runs `python`.
     os.environ["PATH"] = f"{Path(args.python).parent}{os.pathsep}{os.environ.get('PATH', '')}"
@@ -63,31 +79,46 @@ def main() -> int:
         workdir = root / "workspace"
         shutil.copytree(REPO / "profiles" / "apps" / "pilot", workdir)
         lock = bench_lock(args.python, workdir)
+        no_ext = [s for s in STAGE_NAMES if s != "extensions"]
         totals: dict[str, list[float]] = {}
         statuses: dict[str, str] = {}
-        walls = []
-        for _ in range(args.repeat):
+        walls, walls_no_ext, ext_alone, collect = [], [], [], []
+        ok = True
+        for i in range(args.repeat):
             start = time.perf_counter()
-            report, _ = run_validation(lock, python=args.python, out=root / "runs", workdir=workdir)
+            report, _ = run_validation(lock, python=args.python, out=root / f"runs-{i}", workdir=workdir)
             walls.append(time.perf_counter() - start)
+            ok = ok and report.ok
             for s in report.stages:
                 totals.setdefault(s.stage, []).append(s.duration_s)
                 statuses[s.stage] = s.status
+            walls_no_ext.append(
+                wall(
+                    lambda: run_validation(
+                        lock, python=args.python, out=root / "ne", workdir=workdir, stages=no_ext
+                    )
+                )
+            )
+            ext_alone.append(wall(lambda: run_probe(args.python, "extensions", EXT_ARGS, 1200)))
+            collect.append(
+                wall(
+                    lambda: subprocess.run(
+                        [args.python, "-m", "torch.utils.collect_env"], capture_output=True, check=False
+                    )
+                )
+            )
         print(f"envbuild validate on the CPU ({args.python}, {args.repeat} run(s); median seconds)")
+        print("  per stage (stages run concurrently, so these overlap):")
         for stage, times in totals.items():
-            times.sort()
-            print(f"  {stage:<12} {statuses[stage]:<8} {times[len(times) // 2]:8.2f}")
-        walls.sort()
-        print(f"  {'total':<12} {'ok' if report.ok else 'FAILED':<8} {walls[len(walls) // 2]:8.2f}")
-
-        start = time.perf_counter()
-        proc = subprocess.run(
-            [args.python, "-m", "torch.utils.collect_env"], capture_output=True, text=True, check=False
-        )
-        print(
-            f"python -m torch.utils.collect_env: {time.perf_counter() - start:.2f} s (exit {proc.returncode})"
-        )
-    return 0 if report.ok else 1
+            print(f"    {stage:<12} {statuses[stage]:<8} {median(times):8.2f}")
+        w, wn, e, c = median(walls), median(walls_no_ext), median(ext_alone), median(collect)
+        print(f"  whole ladder                  {w:6.2f} s  ({'ok' if ok else 'FAILED'})")
+        print(f"  ladder without extensions     {wn:6.2f} s")
+        print(f"  extension build + run alone   {e:6.2f} s  (the extensions probe on its own)")
+        print(f"  python -m torch.utils.collect_env {c:6.2f} s")
+        print(f"  ratio: ladder without extensions / collect_env = {wn / c:.2f} (goal <= 2.0)")
+        print(f"  ratio: whole ladder / extension alone          = {w / e:.2f} (goal <= 1.3)")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ from envbuild.validate.probe import kill_current
 from envbuild.validate.report import new_run_dir, write_report
 from envbuild.validate.stages import STAGE_NAMES, Context, Interrupted, run_stages, select_stages
 from envbuild.validate.verify import diff_reports, load_report, verify_report
+from envbuild.validate.worker import kill_workers
 
 __all__ = [
     "DEFAULT_LOCK",
@@ -78,6 +79,7 @@ def _signals_raise() -> Iterator[None]:
 
     def handler(signum: int, frame: FrameType | None) -> None:
         kill_current()
+        kill_workers()
         raise Interrupted(signal.Signals(signum).name)
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}

@@ -8,6 +8,7 @@ processes behind (a ``setsid`` daemon) has them killed too, reported as ``stragg
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -98,12 +99,18 @@ def run_checks(
     timeout_s: float | None = None,
     *,
     env: Mapping[str, str] | None = None,
+    cancel: threading.Event | None = None,
 ) -> StageResult:
     """Run every check; ``timeout_s`` (``--timeout checks=N``) replaces each check's own limit; ``env``
-    (None: the validator's own) is the checks' environment, its ``PATH`` included (argv[0] lookup)."""
+    (None: the validator's own) is the checks' environment, its ``PATH`` included (argv[0] lookup).
+    ``cancel`` (set by another thread) stops before the next check."""
     if not checks:
         return skipped("checks", "the lock declares no checks")
-    entries = [run_check(c, workdir, timeout_s, env=env) for c in checks]
+    entries = []
+    for check in checks:
+        if cancel is not None and cancel.is_set():
+            break
+        entries.append(run_check(check, workdir, timeout_s, env=env))
     bad = next((e for e in entries if e["status"] != "passed"), None)
     if bad is None:
         return result("checks", checks=entries, workdir=str(workdir))

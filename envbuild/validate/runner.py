@@ -304,6 +304,20 @@ class RunResult:
 
 
 _ACTIVE: dict[int, _Run] = {}  # main pid -> run; read by kill_current() from a signal handler
+# Children of the validator that no run may take for one of its orphans: other runs' main processes
+# (their sessions) and long-lived helpers (the warm probe worker).  Spawning and registering happen
+# under SPAWN_LOCK, and so does every membership scan, so a scan never sees an unregistered child.
+_PROTECTED: set[int] = set()
+SPAWN_LOCK = threading.RLock()
+
+
+def protect(pid: int) -> None:
+    """Keep ``pid`` (a session leader the caller started under :data:`SPAWN_LOCK`) out of every run."""
+    _PROTECTED.add(pid)
+
+
+def unprotect(pid: int) -> None:
+    _PROTECTED.discard(pid)
 
 
 def kill_current() -> None:
@@ -312,9 +326,17 @@ def kill_current() -> None:
         run.kill(from_signal=True)
 
 
+def kill_thread_runs(ident: int) -> None:
+    """Kill every process of the runs one thread has in progress (a background stage cancelled)."""
+    for run in list(_ACTIVE.values()):
+        if run.thread == ident:
+            run.kill(from_signal=True)
+
+
 class _Run:
     def __init__(self, subreaper: bool) -> None:
         self.subreaper = subreaper
+        self.thread = threading.get_ident()
         self.self_pid = os.getpid()
         self.self_sid = os.getsid(0)
         self.pid = 0
@@ -329,6 +351,7 @@ class _Run:
     # -- membership --------------------------------------------------------------------------------
 
     def _members(self, table: dict[int, _Stat]) -> dict[int, _Stat]:
+        theirs = (set(_ACTIVE) | _PROTECTED) - {self.pid}  # other runs and helpers, by pid and session
         roots: set[int] = set()
         for pid, st in table.items():
             if pid == self.self_pid or st.start < self.start_ticks:
@@ -344,6 +367,8 @@ class _Run:
                     and st.sid != self.self_sid
                     and st.sid not in self.others
                     and pid not in self.others
+                    and st.sid not in theirs
+                    and pid not in theirs
                 )
             ):
                 roots.add(pid)
@@ -368,7 +393,8 @@ class _Run:
 
     def kill_round(self) -> int:
         """Kill the process group and every live member, reap orphans; how many were alive."""
-        members = self._members(_process_table()) if self.proc_fs else {}
+        with SPAWN_LOCK:
+            members = self._members(_process_table()) if self.proc_fs else {}
         self._killpg()
         live = 0
         for pid, st in members.items():
@@ -386,7 +412,8 @@ class _Run:
         """Reap the run's processes re-parented to the validator (never the main one); those still alive."""
         for _ in range(_KILL_ROUNDS):  # reaping a zombie re-parents its zombie children: reap again
             if members is None:
-                members = self._members(_process_table()) if self.proc_fs else {}
+                with SPAWN_LOCK:
+                    members = self._members(_process_table()) if self.proc_fs else {}
             reaped = False
             if self.subreaper:
                 for pid, st in members.items():
@@ -443,19 +470,22 @@ def run_process(
     subreaper = _Subreaper.acquire()
     run = _Run(subreaper)
     try:
-        if run.proc_fs:
-            run.before = frozenset(p for p, st in _process_table().items() if st.ppid == run.self_pid)
-        run.others = frozenset(_ACTIVE)
-        start = time.monotonic()
-        proc = subprocess.Popen(
-            list(argv),
-            stdin=subprocess.PIPE if stdin is not None else None,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
-            start_new_session=True,
-            env=dict(env) if env is not None else None,
-            cwd=str(cwd) if cwd is not None else None,
-        )
+        with SPAWN_LOCK:
+            if run.proc_fs:
+                run.before = frozenset(p for p, st in _process_table().items() if st.ppid == run.self_pid)
+            run.others = frozenset(_ACTIVE)
+            start = time.monotonic()
+            proc = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.PIPE if stdin is not None else None,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
+                start_new_session=True,
+                env=dict(env) if env is not None else None,
+                cwd=str(cwd) if cwd is not None else None,
+            )
+            run.pid = proc.pid
+            _ACTIVE[proc.pid] = run
     except BaseException:
         if subreaper:
             _Subreaper.release()
@@ -466,8 +496,6 @@ def run_process(
     timed_out = finished = False
     returncode: int | None = None
     try:
-        run.pid = proc.pid
-        _ACTIVE[proc.pid] = run
         st = _stat(proc.pid) if run.proc_fs else None
         run.start_ticks = st.start if st is not None else 0
         io.open()

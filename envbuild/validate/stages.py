@@ -19,8 +19,11 @@ Two relations between stages:
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +33,9 @@ from envbuild.models import CheckSpec, Lock
 from envbuild.validate import checks, decide, decide_work, gpu, interp
 from envbuild.validate.host import GpuToolFacts, collect_gpu_tools, mem_available_bytes
 from envbuild.validate.model import StageResult
-from envbuild.validate.probe import run_probe
+from envbuild.validate.probe import ProbeResult, run_probe
+from envbuild.validate.runner import kill_thread_runs
+from envbuild.validate.worker import TorchWorker
 
 
 @dataclass(frozen=True)
@@ -114,6 +119,10 @@ class Context:
     tools: GpuToolFacts | None = None
     device_count: int = 0
     restricted: bool = False
+    worker: TorchWorker | None = None  # the warm probe worker (torch imported once per run)
+    resume_worker: TorchWorker | None = None  # a second, fresh process for the checkpoint's resume
+    use_worker: bool = True
+    cancel: dict[str, threading.Event] = field(default_factory=dict)  # background stages
 
     def timeout(self, stage: str) -> float:
         return float(self.timeouts.get(stage, _SPECS[stage].timeout_s))
@@ -136,10 +145,26 @@ class ProbeFailed(Exception):
 
 
 def probe(
-    ctx: Context, stage: str, name: str, args: dict[str, Any], *, cwd: Path | None = None
+    ctx: Context,
+    stage: str,
+    name: str,
+    args: dict[str, Any],
+    *,
+    cwd: Path | None = None,
+    warm: bool = False,
 ) -> dict[str, Any]:
-    """Run a probe; raise :class:`ProbeFailed` with the stage's result when it misbehaves."""
-    out = run_probe(ctx.python, name, args, ctx.timeout(stage), cwd=cwd)
+    """Run a probe (in the warm worker when ``warm``); raise :class:`ProbeFailed` when it misbehaves."""
+    if warm and ctx.use_worker:
+        if ctx.worker is None:
+            ctx.worker = TorchWorker(ctx.python)
+        out = ctx.worker.call(name, args, ctx.timeout(stage), cwd=cwd)
+    else:
+        out = run_probe(ctx.python, name, args, ctx.timeout(stage), cwd=cwd)
+    return probe_data(ctx, stage, name, out)
+
+
+def probe_data(ctx: Context, stage: str, name: str, out: ProbeResult) -> dict[str, Any]:
+    """A probe's data, or :class:`ProbeFailed` with the stage's result when it misbehaved."""
     if out.outcome == "ok":
         return out.data
     facts = {
@@ -195,7 +220,7 @@ def _accelerator(ctx: Context) -> StageResult:
         driver = tools.nvml_driver or (view.driver_version if view else None)
         source = "NVML" if tools.nvml_driver else (view.tool if view else None)
         return gpu.decide_accelerator_without_torch(ctx.lock, count, driver, source)
-    data = probe(ctx, "accelerator", "accelerator", {})
+    data = probe(ctx, "accelerator", "accelerator", {}, warm=True)
     ctx.device_count = int(data.get("device_count") or 0)
     env = data.get("env") or {}
     ctx.restricted = any(
@@ -215,7 +240,7 @@ def _accelerator(ctx: Context) -> StageResult:
 def _devices(ctx: Context) -> StageResult:
     if not ctx.gpu:
         return gpu.decide_devices(ctx.lock, {}, [])
-    data = probe(ctx, "devices", "devices", {})
+    data = probe(ctx, "devices", "devices", {}, warm=True)
     return gpu.decide_devices(ctx.lock, data, ctx.gpu_tools().views, ctx.restricted)
 
 
@@ -224,7 +249,8 @@ def _devices_list(ctx: Context) -> list[str]:
 
 
 def _compute(ctx: Context) -> StageResult:
-    return decide_work.decide_compute(probe(ctx, "compute", "compute", {"devices": _devices_list(ctx)}))
+    data = probe(ctx, "compute", "compute", {"devices": _devices_list(ctx)}, warm=True)
+    return decide_work.decide_compute(data)
 
 
 def _extensions(ctx: Context) -> StageResult:
@@ -244,7 +270,8 @@ def _memory(ctx: Context) -> StageResult:
         return decide.skipped(
             "memory", "the lock declares no per-card memory need (resources.gpu_memory_gib)"
         )
-    return decide_work.decide_memory_gpu(ctx.lock, probe(ctx, "memory", "memory", {"need_bytes": need}))
+    data = probe(ctx, "memory", "memory", {"need_bytes": need}, warm=True)
+    return decide_work.decide_memory_gpu(ctx.lock, data)
 
 
 def _checkpoint(ctx: Context) -> StageResult:
@@ -253,8 +280,16 @@ def _checkpoint(ctx: Context) -> StageResult:
         directory = ctx.workdir / directory
     device = "cuda:0" if ctx.gpu else "cpu"
     args = {"dir": str(directory), "device": device, "steps": 8}
-    save = probe(ctx, "checkpoint", "checkpoint", {**args, "mode": "save"}, cwd=ctx.workdir)
-    resume = probe(ctx, "checkpoint", "checkpoint", {**args, "mode": "resume"}, cwd=ctx.workdir)
+    # The save runs warm; the resume runs in another process that never trained (only imported torch,
+    # started with the run), as a restarted job would.
+    save = probe(ctx, "checkpoint", "checkpoint", {**args, "mode": "save"}, cwd=ctx.workdir, warm=True)
+    if ctx.use_worker and ctx.resume_worker is not None:
+        out = ctx.resume_worker.call(
+            "checkpoint", {**args, "mode": "resume"}, ctx.timeout("checkpoint"), ctx.workdir
+        )
+        resume = probe_data(ctx, "checkpoint", "checkpoint", out)
+    else:
+        resume = probe(ctx, "checkpoint", "checkpoint", {**args, "mode": "resume"}, cwd=ctx.workdir)
     return decide_work.decide_checkpoint(save, resume, device)
 
 
@@ -267,7 +302,9 @@ def check_specs(ctx: Context) -> tuple[CheckSpec, ...]:
 def _checks(ctx: Context) -> StageResult:
     env = interp.check_env(ctx.python, os.environ)
     path = env["PATH"]
-    res = checks.run_checks(check_specs(ctx), ctx.workdir, ctx.timeouts.get("checks"), env=env)
+    res = checks.run_checks(
+        check_specs(ctx), ctx.workdir, ctx.timeouts.get("checks"), env=env, cancel=ctx.cancel.get("checks")
+    )
     if res.status == "skipped":
         return res
     shown = {**res.facts, "python": ctx.python, "path_first": path.split(os.pathsep)[0]}
@@ -328,6 +365,8 @@ def learn_facts(ctx: Context, res: StageResult) -> None:
         # A verdict on the probe's facts (passed, or failed on the version) means the interpreter runs.
         ctx.facts["python"] = ("version" in res.facts, why)
     elif res.stage == "accelerator" and ctx.lock.torch_version is not None:
+        if "probe" in res.facts and "torch_version" not in res.facts:
+            return  # the probe itself hung or crashed: whether torch imports is still unknown
         imports = bool(res.facts.get("torch_version"))
         ctx.facts["torch"] = (imports, why)
         # A CPU lock's only device is the CPU (its memory stage needs no torch); a GPU lock's devices
@@ -348,6 +387,68 @@ def missing_fact(ctx: Context, spec: StageSpec) -> str | None:
         if not known:
             return f"not run: {FACTS[fact]} ({why})"
     return None
+
+
+# Stages that run beside the ladder (their results are still recorded in ladder order): the
+# extension build starts with the run (it is the longest stage), the pilot checks once the packages
+# stage has been recorded and would not stop them.
+BACKGROUND_AT_START = ("extensions",)
+BACKGROUND_AFTER = {"packages": "checks"}
+
+
+class Background:
+    """Stages running in threads; a stage the run will not reach is cancelled and its processes killed."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="envbuild-stage")
+        self.futures: dict[str, Future[StageResult]] = {}
+        self.threads: dict[str, int] = {}
+
+    def start(self, name: str) -> None:
+        self.ctx.cancel[name] = threading.Event()
+
+        def task() -> StageResult:
+            self.threads[name] = threading.get_ident()
+            return _run_one(self.ctx, name)
+
+        self.futures[name] = self.pool.submit(task)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.futures
+
+    def take(self, name: str) -> StageResult:
+        return self.futures.pop(name).result()
+
+    def cancel(self, name: str) -> None:
+        future = self.futures.pop(name, None)
+        if future is None:
+            return
+        self.ctx.cancel[name].set()
+        if future.cancel():
+            return
+        while not future.done():
+            ident = self.threads.get(name)
+            if ident is not None:
+                kill_thread_runs(ident)
+            wait_futures([future], timeout=0.1)
+
+    def close(self) -> None:
+        for name in list(self.futures):
+            self.cancel(name)
+        self.pool.shutdown(wait=True)
+
+
+def start_workers(ctx: Context, selected: list[str]) -> None:
+    """Start the warm worker (and the resume's fresh process) with the run, so torch imports meanwhile."""
+    if not ctx.use_worker or ctx.lock.torch_version is None:
+        return
+    if {"accelerator", "devices", "compute", "memory", "checkpoint"} & set(selected):
+        ctx.worker = ctx.worker or TorchWorker(ctx.python)
+        ctx.worker.prestart()
+    if "checkpoint" in selected:
+        ctx.resume_worker = ctx.resume_worker or TorchWorker(ctx.python)
+        ctx.resume_worker.prestart()
 
 
 def run_stages(
@@ -374,27 +475,32 @@ def run_stages(
         if on_result:
             on_result(res)
 
+    background = Background(ctx)
+
+    def why_not(spec: StageSpec) -> str | None:
+        """Why ``spec`` will not run now (it is aborted), or None."""
+        if keep_going:
+            return missing_fact(ctx, spec)
+        blocked = next((d for d in spec.needs if d in results and not results[d].ok), None)
+        if blocked:
+            return f"prerequisite '{blocked}' {results[blocked].status.replace('_', ' ')}"
+        return stop_reason
+
     try:
+        start_workers(ctx, selected)
+        for name in BACKGROUND_AT_START:
+            if name in selected and ctx.lock.torch_version is not None:
+                background.start(name)
         for spec in STAGES:
             if spec.name not in selected:
                 continue
-            if keep_going:
-                missing = missing_fact(ctx, spec)
-                if missing:
-                    record(StageResult(stage=spec.name, status="aborted", error=missing))
-                    continue
-            else:
-                blocked = next((d for d in spec.needs if d in results and not results[d].ok), None)
-                if blocked:
-                    word = results[blocked].status.replace("_", " ")
-                    error = f"prerequisite '{blocked}' {word}"
-                    record(StageResult(stage=spec.name, status="aborted", error=error))
-                    continue
-                if stop_reason:
-                    record(StageResult(stage=spec.name, status="aborted", error=stop_reason))
-                    continue
+            reason = why_not(spec)
+            if reason:
+                background.cancel(spec.name)
+                record(StageResult(stage=spec.name, status="aborted", error=reason))
+                continue
             reached = spec.name
-            res = _run_one(ctx, spec.name)
+            res = background.take(spec.name) if spec.name in background else _run_one(ctx, spec.name)
             record(res)
             if res.status == "aborted":  # interrupted inside the stage
                 interrupted = str(res.facts.get("signal", "SIGINT"))
@@ -405,8 +511,21 @@ def run_stages(
                 stop_reason = (
                     f"not run: stage '{spec.name}' {word} (--keep-going runs every stage that still can)"
                 )
+            later = BACKGROUND_AFTER.get(spec.name, "")
+            if (
+                later in selected
+                and later not in background
+                and later not in results
+                and not why_not(_SPECS[later])
+            ):
+                background.start(later)
     except (KeyboardInterrupt, Interrupted) as exc:  # arrived between stages
         interrupted = exc.signame if isinstance(exc, Interrupted) else "SIGINT"
+    finally:
+        background.close()
+        for worker in (ctx.worker, ctx.resume_worker):
+            if worker is not None:
+                worker.close()
     for spec in STAGES:
         if spec.name in selected and spec.name not in results:
             record(

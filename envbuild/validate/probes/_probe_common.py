@@ -12,13 +12,22 @@ from typing import Any
 
 MARKER = "ENVBUILD-RESULT "
 
+# Set by the warm worker (probe_worker.py) while it runs a probe in its own process: the request's
+# arguments, and where the probe's result goes, instead of stdin and stdout.
+WORKER: dict[str, Any] | None = None
+
 
 def read_args() -> dict[str, Any]:
+    if WORKER is not None:
+        return dict(WORKER["args"])
     raw = sys.stdin.read()
     return json.loads(raw) if raw.strip() else {}
 
 
 def emit(result: dict[str, Any]) -> None:
+    if WORKER is not None:
+        WORKER["result"] = json.loads(json.dumps(result, default=str))
+        return
     sys.stdout.flush()
     sys.stdout.write(MARKER + json.dumps(result, default=str) + "\n")
     sys.stdout.flush()
