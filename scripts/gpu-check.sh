@@ -14,12 +14,11 @@
 #
 # Steps: 1. print the environment; 2. render the profile (`envbuild render --force`) and rewrite the
 # lock's python_executable; 3. `envbuild validate --keep-going` with stage timeouts, the whole run
-# capped at GPU_CHECK_BUDGET_S (390 s), then `envbuild report verify` (and, only when the packages
-# stage kept the GPU stages from running, a second "ungated" validation: see below); 4. print a
+# capped at GPU_CHECK_BUDGET_S (390 s), then `envbuild report verify` (--keep-going runs every stage
+# whose facts are there: a package difference on a bare host no longer hides the GPU stages); 4. print a
 # compact summary and copy report.json, report.md, junit.xml, the lock and the whole run folder
-# (run.tar.gz, verifiable off the machine) to $OUT, plus report-ungated.json and run-ungated.tar.gz
-# when there was a second run: at most 7 files, none in a sub-folder, so a log tee'd to $OUT fits the
-# device tool's limit (8 files back, at most 2 folders down).
+# (run.tar.gz, verifiable off the machine) to $OUT: at most 6 files, none in a sub-folder, so a log
+# tee'd to $OUT fits the device tool's limit (8 files back, at most 2 folders down).
 #
 # The device run, from the repo root of a session that has the tool (wheels fetched first, see below):
 #   run(command='set -o pipefail; bash scripts/gpu-check.sh 2>&1 | tee "$OUT/gpu-check.log"',
@@ -251,44 +250,14 @@ section "report verify"
 envbuild report verify "$RUN_DIR"
 VERIFY=$?
 
-# The packages stage gates every GPU stage.  On a bare host (not the image built from the bundle) it can
-# fail for reasons that say nothing about the GPU: a torch from PyPI has no +cu130 local tag in its
-# metadata, or the image's ~200 packages hold a broken requirement.  Then, and only then, validate a
-# second time with the accelerator stage's prerequisite removed (in this process only; the lock and
-# the probes are the same), so the one device call still yields the GPU facts.  That second report is
-# labelled "ungated"; the exit status stays the first run's.
-UNGATED_DIR=""
-if "$PY" -c 'import json, sys
-r = {s["stage"]: s for s in json.load(open(sys.argv[1]))["stages"]}
-a = r.get("accelerator", {})
-sys.exit(0 if a.get("status") == "aborted" and "prerequisite" in (a.get("error") or "") else 1)' \
-  "$RUN_DIR/report.json"; then
-  echo "gpu-check: the accelerator stage did not run (its prerequisite failed): validating again, ungated"
-  UNGATED="$LAUNCH_PREFIX
-import dataclasses
-from envbuild.validate import stages as S
-S.STAGES = tuple(dataclasses.replace(s, needs=()) if s.name == 'accelerator' else s for s in S.STAGES)
-S._SPECS = {s.name: s for s in S.STAGES}
-$LAUNCH_MAIN"
-  validate "$UNGATED" "$WORK/runs-ungated"
-  echo "ungated validator exit $?"
-  UNGATED_DIR="$(run_dir_of "$WORK/runs-ungated")"
-  [ -n "$UNGATED_DIR" ] && envbuild report verify "$UNGATED_DIR"
-fi
-
 # -- 4. summary and results --------------------------------------------------------------------------------
 summary "$RUN_DIR"
-[ -n "$UNGATED_DIR" ] && [ -f "$UNGATED_DIR/report.json" ] && summary "$UNGATED_DIR" "(ungated)"
 
 for f in report.json report.md junit.xml; do
   [ -f "$RUN_DIR/$f" ] && cp "$RUN_DIR/$f" "$OUT/$f"
 done
 cp "$LOCK" "$OUT/envbuild.lock.json"
 tar -C "$(dirname "$RUN_DIR")" -czf "$OUT/run.tar.gz" "$(basename "$RUN_DIR")"
-if [ -n "$UNGATED_DIR" ] && [ -f "$UNGATED_DIR/report.json" ]; then
-  cp "$UNGATED_DIR/report.json" "$OUT/report-ungated.json"
-  tar -C "$(dirname "$UNGATED_DIR")" -czf "$OUT/run-ungated.tar.gz" "$(basename "$UNGATED_DIR")"
-fi
 section "results"
 echo "validator exit $CODE, report verify exit $VERIFY"
 echo "gpu-check: results in $OUT (run folder in run.tar.gz: tar xzf, then envbuild report verify)"
