@@ -27,3 +27,24 @@ def docker_client() -> Iterator[object]:
         pytest.fail(f"base image {BASE_IMAGE} missing; run scripts/base-image.sh", pytrace=False)
     yield client
     client.close()
+
+
+# The PyTorch index is unreachable from these machines: PyPI plus the CPU torch file on disk stand in
+# (the lock records both as its provenance).
+LOCK_SOURCES = ("--index-url", "https://pypi.org/simple", "--find-links", "/opt/wheels")
+
+
+@pytest.fixture(scope="session")
+def locked_pytorch_cpu(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The built-in ``pytorch-cpu`` bundle, rendered, locked and fetched once per test session."""
+    from build_support import envbuild
+
+    bundle = tmp_path_factory.mktemp("locked") / "pytorch-cpu"
+    for args in (
+        ("render", "pytorch-cpu", "--out", bundle),
+        ("lock", bundle, *LOCK_SOURCES),
+        ("fetch", bundle),
+    ):
+        proc = envbuild(*args)
+        assert proc.returncode == 0, f"envbuild {args[0]} exited {proc.returncode}:\n{proc.stderr}"
+    return bundle

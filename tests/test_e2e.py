@@ -51,9 +51,6 @@ TARGET = (
 # A transitive dependency moved inside its parent's range: torch requires sympy>=1.13.3, the lock
 # took the newest sympy, the derived image installs 1.13.3.
 DRIFT = ("sympy", "1.13.3")
-# The PyTorch index is unreachable from these machines: PyPI plus the CPU torch file on disk stand in
-# (the lock records both as its provenance).
-LOCK_SOURCES = ("--index-url", "https://pypi.org/simple", "--find-links", "/opt/wheels")
 
 
 @dataclass(frozen=True)
@@ -77,11 +74,8 @@ def only_run(out: Path) -> tuple[Path, dict[str, Any]]:
 
 
 @pytest.fixture(scope="session")
-def pytorch_cpu(docker_client: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Built]:
-    bundle = tmp_path_factory.mktemp("e2e") / "pytorch-cpu"
-    ok("render", "pytorch-cpu", "--out", bundle)
-    ok("lock", bundle, *LOCK_SOURCES)
-    ok("fetch", bundle)
+def pytorch_cpu(docker_client: Any, locked_pytorch_cpu: Path) -> Iterator[Built]:
+    bundle = locked_pytorch_cpu  # rendered, locked, fetched (conftest)
     with temporary_tag(docker_client, "pytorch-cpu") as tag:
         ok("build", bundle, "--tag", tag, "--base-image", BASE_IMAGE, "--quiet")
         yield Built(tag, bundle)
