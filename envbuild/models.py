@@ -159,6 +159,26 @@ class Card(Frozen):
     min_rocm: str | None = None
     min_driver: str | None = None
     source: str
+    devices_per_card: int = 1  # devices the OS and torch see per card (MI250X: 2 GCDs)
+    device_memory_gib: float | None = None  # GiB per device; None: the whole card is one device
+
+    @property
+    def memory_per_device(self) -> float:
+        return self.device_memory_gib if self.device_memory_gib is not None else self.memory_gib
+
+    @property
+    def devices_per_lot(self) -> int:
+        return self.cards_per_lot * self.devices_per_card
+
+
+class LotPrice(Frozen):
+    """The price of one lot of a card (every card of the lot) for a duration, with where it came from."""
+
+    card: str  # card id
+    days: int
+    usd: float
+    source: str  # "IteraGPU rate, provider guide ..." or the user's price file's own `source`
+    date: str  # when the price was read: "2026-12" or "2026-12-15"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -213,6 +233,8 @@ class Plan(Frozen):
     blender_version: str | None
     blender_url: str | None
     blender_sha256_url: str | None
+    days: int | None = None  # the rental duration chosen (--days); None: every duration is shown
+    prices: tuple[LotPrice, ...] = ()  # lot prices known for the targets (built-in, then --prices)
 
 
 class CheckResult(Frozen):

@@ -24,6 +24,9 @@ def test_load_is_cached(cat) -> None:  # type: ignore[no-untyped-def]
 def test_every_row_has_source_and_tier(cat) -> None:  # type: ignore[no-untyped-def]
     rows = [
         *cat.cards,
+        *cat.reserves,
+        cat.terms,
+        *cat.prices,
         *cat.toolkits.cuda,
         *cat.toolkits.rocm,
         *cat.toolkits.family,
@@ -213,6 +216,16 @@ def _copy(tmp_path: Path) -> Path:
         ("cards.toml", 'id = "h200"', 'id = "h100"', r"duplicate 'h100'"),
         ("cards.toml", '[[card]]\nid = "cpu"', '[[card]]\nid = "cpu"\nbogus = 1', r"card\[13\].*bogus"),
         ("torch.toml", 'series = "2.1"', 'series = "2.1" oops', r"torch.toml: not valid TOML"),
+        (
+            "cards.toml",
+            "device_memory_gib = 64",
+            "device_memory_gib = 60",
+            r"card\[10\] \(id .mi250x.\): .*devices_per_card x device_memory_gib = 2 x 60 GiB is not",
+        ),
+        ("cards.toml", 'vendor = "amd"\ngib = 1', 'vendor = "nvidia"\ngib = 1', r"duplicate 'nvidia'"),
+        ("prices.toml", "usd = { 3 = 47.14", "usd = { 5 = 47.14", r"price\[0\].*rtx4090.*5 days is not"),
+        ("prices.toml", 'card = "rtx4090"', 'card = "cpu"', r"price\[0\].*not a GPU card"),
+        ("prices.toml", "max_lots = 10", "max_lots = 0", r"terms.*max_lots"),
     ],
 )
 def test_malformed_row(tmp_path: Path, file: str, old: str, new: str, expect: str) -> None:

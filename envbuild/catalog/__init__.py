@@ -26,9 +26,12 @@ from envbuild.catalog.models import (
     CudaWheel,
     OsEntry,
     PatchEntry,
+    PriceEntry,
     Release,
+    ReserveEntry,
     RocmVersion,
     RocmWheel,
+    Terms,
     Tier,
     Toolkits,
     TorchCatalog,
@@ -45,9 +48,12 @@ __all__ = [
     "CudaWheel",
     "OsEntry",
     "PatchEntry",
+    "PriceEntry",
     "Release",
+    "ReserveEntry",
     "RocmVersion",
     "RocmWheel",
+    "Terms",
     "Tier",
     "load_catalog",
     "sm_cc",
@@ -61,6 +67,9 @@ class Catalog:
     toolkits: Toolkits
     oses: tuple[OsEntry, ...]
     blender: BlenderCatalog
+    reserves: tuple[ReserveEntry, ...]
+    terms: Terms
+    prices: tuple[PriceEntry, ...]
 
     # ---- cards -----------------------------------------------------------------------------------
     def card_ids(self) -> list[str]:
@@ -68,6 +77,15 @@ class Catalog:
 
     def card(self, card_id: str) -> CardEntry | None:
         return next((c for c in self.cards if c.id == card_id), None)
+
+    def reserve(self, vendor: str) -> ReserveEntry | None:
+        """The memory each device keeps for the vendor's runtime context (None for cpu)."""
+        return next((r for r in self.reserves if r.vendor == vendor), None)
+
+    def usable_gib(self, card: CardEntry) -> float:
+        """GiB of one device a job can use: the device's memory minus the vendor's reserve."""
+        reserve = self.reserve(card.vendor)
+        return max(0.0, card.memory_per_device - (reserve.gib if reserve else 0.0))
 
     # ---- torch -----------------------------------------------------------------------------------
     @property
@@ -146,8 +164,17 @@ class Catalog:
 
 @cache
 def _load(directory: Path) -> Catalog:
-    cards, torch, toolkits, platform, blender = load_files(directory)
-    return Catalog(cards=cards.card, torch=torch, toolkits=toolkits, oses=platform.os, blender=blender)
+    cards, torch, toolkits, platform, blender, prices = load_files(directory)
+    return Catalog(
+        cards=cards.card,
+        torch=torch,
+        toolkits=toolkits,
+        oses=platform.os,
+        blender=blender,
+        reserves=cards.reserve,
+        terms=prices.terms,
+        prices=prices.price,
+    )
 
 
 def load_catalog(directory: Path | None = None) -> Catalog:

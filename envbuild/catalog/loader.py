@@ -16,6 +16,9 @@ from envbuild.catalog.models import (
     BlenderCatalog,
     CardEntry,
     OsEntry,
+    PriceEntry,
+    ReserveEntry,
+    Terms,
     Toolkits,
     TorchCatalog,
 )
@@ -28,12 +31,19 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 M = TypeVar("M", bound=BaseModel)
 
-FILES = ("cards.toml", "torch.toml", "toolkits.toml", "platform.toml", "blender.toml")
+FILES = ("cards.toml", "torch.toml", "toolkits.toml", "platform.toml", "blender.toml", "prices.toml")
 
 
 class CardsFile(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+    reserve: tuple[ReserveEntry, ...] = Field(min_length=1)
     card: tuple[CardEntry, ...] = Field(min_length=1)
+
+
+class PricesFile(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    terms: Terms
+    price: tuple[PriceEntry, ...] = ()
 
 
 class PlatformFile(BaseModel):
@@ -91,14 +101,40 @@ def _unique(file: str, kind: str, keys: list[str]) -> None:
         seen.add(key)
 
 
-def load_files(directory: Path) -> tuple[CardsFile, TorchCatalog, Toolkits, PlatformFile, BlenderCatalog]:
+def _check_cards_and_prices(cards: CardsFile, prices: PricesFile) -> None:
+    _unique("cards.toml", "card", [c.id for c in cards.card])
+    _unique("cards.toml", "reserve", [r.vendor for r in cards.reserve])
+    _unique("prices.toml", "price", [p.card for p in prices.price])
+    reserved = {r.vendor for r in cards.reserve}
+    for i, card in enumerate(cards.card):
+        if card.vendor != "cpu" and card.vendor not in reserved:
+            raise CatalogError(
+                f"cards.toml: card[{i}] ({card.id}): no [[reserve]] row for vendor {card.vendor}"
+            )
+    gpu_ids = {c.id for c in cards.card if c.vendor != "cpu"}
+    for i, price in enumerate(prices.price):
+        where = f"prices.toml: price[{i}] (card {price.card!r})"
+        if price.card not in gpu_ids:
+            raise CatalogError(f"{where}: not a GPU card of cards.toml")
+        odd = sorted(set(price.usd) - set(prices.terms.days))
+        if odd:
+            raise CatalogError(
+                f"{where}: usd: {odd[0]} days is not a rental duration (terms.days: "
+                f"{', '.join(map(str, prices.terms.days))})"
+            )
+
+
+def load_files(
+    directory: Path,
+) -> tuple[CardsFile, TorchCatalog, Toolkits, PlatformFile, BlenderCatalog, PricesFile]:
     cards = _load(directory / "cards.toml", CardsFile)
     torch = _load(directory / "torch.toml", TorchCatalog)
     toolkits = _load(directory / "toolkits.toml", Toolkits)
     platform = _load(directory / "platform.toml", PlatformFile)
     blender = _load(directory / "blender.toml", BlenderCatalog)
+    prices = _load(directory / "prices.toml", PricesFile)
 
-    _unique("cards.toml", "card", [c.id for c in cards.card])
+    _check_cards_and_prices(cards, prices)
     _unique("torch.toml", "release", [r.series for r in torch.release])
     _unique("toolkits.toml", "cuda", [t.variant for t in toolkits.cuda])
     _unique("toolkits.toml", "rocm", [t.variant for t in toolkits.rocm])
@@ -140,4 +176,4 @@ def load_files(directory: Path) -> tuple[CardsFile, TorchCatalog, Toolkits, Plat
             raise CatalogError(
                 f"{where}: pypi_default_cuda {rel.pypi_default_cuda!r} is not one of its cuda variants"
             )
-    return cards, torch, toolkits, platform, blender
+    return cards, torch, toolkits, platform, blender, prices

@@ -7,10 +7,11 @@ planner can rely on shapes (``sm_90``, ``gfx942``, ``570.124.06``, ``cu128``, ``
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from envbuild.models import Card, OsId, Vendor
 
@@ -62,6 +63,30 @@ class CardEntry(Row):
     min_rocm_tier: Tier = "P"
     min_driver: str | None = None
     host_arch: Literal["x86_64", "aarch64"] = "x86_64"
+    devices_per_card: int = Field(default=1, ge=1, le=8)  # MI250X: 2 GCDs, each its own device
+    device_memory_gib: float | None = Field(default=None, gt=0)  # required when devices_per_card > 1
+
+    @model_validator(mode="after")
+    def _devices(self) -> CardEntry:
+        if self.devices_per_card > 1 and self.device_memory_gib is None:
+            raise ValueError("device_memory_gib is required when devices_per_card > 1")
+        if self.device_memory_gib is not None and not math.isclose(
+            self.device_memory_gib * self.devices_per_card, self.memory_gib
+        ):
+            raise ValueError(
+                f"devices_per_card x device_memory_gib = {self.devices_per_card} x "
+                f"{self.device_memory_gib:g} GiB is not memory_gib ({self.memory_gib:g} GiB)"
+            )
+        return self
+
+    @property
+    def memory_per_device(self) -> float:
+        """GiB of one device as the OS and torch see it (a whole card unless it has several)."""
+        return self.device_memory_gib if self.device_memory_gib is not None else self.memory_gib
+
+    @property
+    def devices_per_lot(self) -> int:
+        return self.cards_per_lot * self.devices_per_card
 
     @field_validator("arch")
     @classmethod
@@ -98,8 +123,67 @@ class CardEntry(Row):
             min_cuda=self.min_cuda,
             min_rocm=self.min_rocm,
             min_driver=self.min_driver,
+            devices_per_card=self.devices_per_card,
+            device_memory_gib=self.memory_per_device,
             source=f"{self.source} [{self.tier}]",
         )
+
+
+class ReserveEntry(Row):
+    """GiB of each device a job cannot use: the runtime context each process creates there."""
+
+    vendor: Literal["nvidia", "amd"]
+    gib: float = Field(ge=0, lt=16)
+    what: str = Field(min_length=3)  # "the CUDA context", for messages
+    cite: str = Field(min_length=3)  # a short citation, for messages
+
+
+_DATE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?$")
+
+
+def check_date(value: str) -> str:
+    """``2026-12`` or ``2026-12-15`` (a price's date: when it was read)."""
+    return _check(_DATE, value, "date (YYYY-MM-DD or YYYY-MM)")
+
+
+class Terms(Row):
+    """The provider's rental terms: durations and how many lots one order may hold."""
+
+    provider: str = Field(min_length=2)
+    days: tuple[int, ...] = Field(min_length=1)
+    min_lots: int = Field(ge=1)
+    max_lots: int = Field(ge=1)
+    cite: str = Field(min_length=3)
+
+    @model_validator(mode="after")
+    def _lots(self) -> Terms:
+        if self.max_lots < self.min_lots:
+            raise ValueError(f"max_lots {self.max_lots} is below min_lots {self.min_lots}")
+        if any(d < 1 for d in self.days) or list(self.days) != sorted(set(self.days)):
+            raise ValueError(f"days must be increasing positive numbers, got {list(self.days)}")
+        return self
+
+
+class PriceEntry(Row):
+    """One card's lot prices: days -> USD for one lot (all the lot's cards) for that duration."""
+
+    card: str
+    usd: dict[int, float] = Field(min_length=1)
+    date: str
+    cite: str = Field(min_length=3)
+
+    @field_validator("usd")
+    @classmethod
+    def _usd(cls, v: dict[int, float]) -> dict[int, float]:
+        bad = [f"{days}: {usd!r}" for days, usd in v.items() if not usd > 0]
+        if bad:
+            raise ValueError(f"USD per lot must be positive ({', '.join(bad)})")
+        return v
+
+    @field_validator("date")
+    @classmethod
+    def _date(cls, v: str) -> str:
+        return check_date(v)
 
 
 class PatchEntry(Row):
