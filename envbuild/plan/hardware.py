@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import math
-
 from packaging.version import Version
 
+from envbuild.catalog import CardEntry
+from envbuild.catalog.order import lots_needed
 from envbuild.plan.blender import optix_driver
 from envbuild.plan.context import Context
 from envbuild.plan.findings import Findings
@@ -137,22 +137,36 @@ def check_toolkit_minimums(ctx: Context, out: Findings) -> None:
             )
 
 
+def _nvidia_ordered(ctx: Context) -> bool:
+    """NVIDIA driver advice applies: backend cuda, and an NVIDIA target (or no target named at all).
+
+    A plan whose only targets are AMD (or CPU) cards gets no NVIDIA driver text, even when its backend
+    is wrongly cuda (E-VENDOR-MISMATCH says so).
+    """
+    return ctx.backend == "cuda" and (not ctx.gpu_cards or any(c.vendor == "nvidia" for c in ctx.gpu_cards))
+
+
 def min_driver(ctx: Context) -> str | None:
     """The driver to order: the toolkit's, the cards' (Blackwell R570+), Blender OptiX's."""
-    if ctx.backend != "cuda" or ctx.toolkit is None:
+    if not _nvidia_ordered(ctx) or ctx.toolkit is None:
         return None
     cards = (c.min_driver for c in ctx.gpu_cards if c.vendor == "nvidia")
     return max_driver(ctx.toolkit.driver, *cards, optix_driver(ctx))
 
 
 def check_driver(ctx: Context, out: Findings) -> None:
+    """The host driver to order: ROCm's advice for AMD targets, NVIDIA's only where an NVIDIA card is."""
     tk = ctx.toolkit
-    if ctx.driver is not None and ctx.backend != "cuda":
-        out.info(
-            "I-DRIVER-IGNORED", f"--driver {ctx.driver} applies to NVIDIA cards; backend is {ctx.backend}"
+    check_rocm_host(ctx, out)
+    if ctx.driver is not None and not _nvidia_ordered(ctx):
+        reason = (
+            f"backend is {ctx.backend}"
+            if ctx.backend != "cuda"
+            else f"no target is an NVIDIA card ({', '.join(c.id for c in ctx.gpu_cards)})"
         )
+        out.info("I-DRIVER-IGNORED", f"--driver {ctx.driver} applies to NVIDIA cards; {reason}")
         return
-    if ctx.backend != "cuda" or tk is None:
+    if not _nvidia_ordered(ctx) or tk is None:
         return
     family = ctx.catalog.cuda_family(tk.major)
     floor = family.driver if family else tk.driver
@@ -211,9 +225,102 @@ def check_driver(ctx: Context, out: Findings) -> None:
             )
 
 
-def check_memory_and_lots(ctx: Context, out: Findings) -> None:
+def check_rocm_host(ctx: Context, out: Findings) -> None:
+    """ROCm's counterpart of the driver advice: what the host must run, minimums only where sourced."""
+    amd = [c for c in ctx.gpu_cards if c.vendor == "amd"]
+    if ctx.backend != "rocm" or not amd or ctx.rocm is None:
+        return
+    mins = [
+        f"{c.name} needs ROCm >= {c.min_rocm}"
+        + (" (unconfirmed)" if c.min_rocm_tier == "unconfirmed" else "")
+        for c in amd
+        if c.min_rocm
+    ]
+    cards = f" ({'; '.join(mins)})" if mins else ""
+    out.info(
+        "I-ROCM-HOST",
+        f"order a machine whose amdgpu kernel driver supports ROCm {ctx.rocm.version}, the userspace in the "
+        f"image{cards}; the container reaches the card through "
+        "/dev/kfd and /dev/dri. No amdgpu driver version minimum is sourced in envbuild's catalog: check "
+        "AMD's ROCm compatibility matrix for the host",
+    )
+
+
+def _gib(value: float) -> str:
+    return f"{round(value, 2):g} GiB"
+
+
+def _device_phrase(card: CardEntry) -> str:
+    """``an MI250X is two devices of 64 GiB each (GCDs, ...)`` for multi-device cards, else ''."""
+    if card.devices_per_card == 1:
+        return ""
+    count = {2: "two", 4: "four", 8: "eight"}.get(card.devices_per_card, str(card.devices_per_card))
+    return (
+        f"an {card.name.split()[-1]} is {count} devices of {_gib(card.memory_per_device)} each "
+        "(GCDs: the OS and torch see each as its own device)"
+    )
+
+
+def _usable_phrase(ctx: Context, card: CardEntry) -> str:
+    """``H100 SXM 80GB 80 GiB: at most ~79 GiB usable (reserve 1 GiB for the CUDA context, source ...)``."""
+    reserve = ctx.catalog.reserve(card.vendor)
+    usable = ctx.catalog.usable_gib(card)
+    per = " per device" if card.devices_per_card > 1 else ""
+    why = f" (reserve {_gib(reserve.gib)} for {reserve.what}, source {reserve.cite})" if reserve else ""
+    return f"{card.name} {_gib(card.memory_per_device)}{per}: at most ~{_gib(usable)} usable{why}"
+
+
+def check_memory(ctx: Context, card: CardEntry, out: Findings) -> None:
+    """The per-device need against usable memory: at or above it an error, under 10% headroom a warning."""
     res = ctx.profile.resources
     need = res.gpu_memory_gib
+    if need is None:
+        return
+    usable = ctx.catalog.usable_gib(card)
+    devices = _device_phrase(card)
+    if need >= usable:
+        bigger = sorted(
+            (
+                c
+                for c in ctx.catalog.cards
+                if c.vendor == card.vendor and c.host_arch == "x86_64" and ctx.catalog.usable_gib(c) > need
+            ),
+            key=lambda c: (c.memory_per_device, c.id),
+        )
+        fits = ", ".join(
+            f"{c.id} ({_gib(c.memory_per_device)}{' per device' if c.devices_per_card > 1 else ''})"
+            for c in bigger
+        )
+        msg = (
+            f"the job needs {_gib(need)} per device; {_usable_phrase(ctx, card)}"
+            f"{f'; {devices}' if devices else ''}. Choose a card with more memory"
+            f"{f' ({fits})' if fits else ''}, or shard the model and set the per-device peak."
+        )
+        count = max(res.gpus, card.devices_per_lot)
+        total = card.memory_per_device * count
+        if need > card.memory_per_device and total >= need:
+            unit = "Cards" if card.devices_per_card == 1 else "Devices (and cards)"
+            msg += (
+                f" {unit} do not pool memory: {count} x {_gib(card.memory_per_device)} = {_gib(total)} would "
+                "hold it only if the program splits the model itself (FSDP, tensor/pipeline parallel)."
+            )
+        out.error("E-MEMORY-PER-CARD", msg)
+    elif need > 0.9 * usable:
+        headroom = usable - need
+        out.warning(
+            "W-MEMORY-TIGHT",
+            f"{_gib(need)} per device leaves {_gib(headroom)} headroom ({headroom / usable:.1%}, under 10%) "
+            "on "
+            f"{_usable_phrase(ctx, card)}{f'; {devices}' if devices else ''}: little room for fragmentation "
+            "and the allocator; measure the peak in the pilot",
+        )
+
+
+def check_memory_and_lots(ctx: Context, out: Findings) -> None:
+    """Memory per device, then lots: within the provider's limits, several lots, idle devices."""
+    res = ctx.profile.resources
+    need = res.gpu_memory_gib
+    terms = ctx.catalog.terms
     for card in ctx.cards:
         if card.vendor == "cpu":
             if need:
@@ -222,39 +329,38 @@ def check_memory_and_lots(ctx: Context, out: Findings) -> None:
                     f"resources.gpu_memory_gib = {need:g} but target {card.id} has no GPU memory",
                 )
             continue
-        if need is not None:
-            if need > card.memory_gib:
-                cards = max(res.gpus, card.cards_per_lot)
-                total = card.memory_gib * cards
-                bigger = sorted(
-                    (
-                        c
-                        for c in ctx.catalog.cards
-                        if c.vendor == card.vendor and c.memory_gib >= need and c.host_arch == "x86_64"
-                    ),
-                    key=lambda c: (c.memory_gib, c.id),
-                )
-                fits = ", ".join(f"{c.id} ({c.memory_gib:g} GiB)" for c in bigger)
-                msg = (
-                    f"the job needs {need:g} GiB per card; {card.name} has {card.memory_gib:g} GiB. Choose a "
-                    f"card with more memory{f' ({fits})' if fits else ''}, or shard the model and set the "
-                    "per-card peak."
-                )
-                if total >= need:
-                    msg += (
-                        f" Cards do not pool memory: {cards} x {card.memory_gib:g} GiB = {total:g} GiB "
-                        "would hold "
-                        "it only if the program splits the model itself (FSDP, tensor/pipeline parallel)."
-                    )
-                out.error("E-MEMORY-PER-CARD", msg)
-            elif need > 0.9 * card.memory_gib:
-                out.warning(
-                    "W-MEMORY-TIGHT",
-                    f"{need:g} GiB of {card.memory_gib:g} GiB on {card.name}: less than 10% headroom for the "
-                    "CUDA/ROCm context, fragmentation and the allocator",
-                )
-        lots = math.ceil(res.gpus / card.cards_per_lot)
-        if res.gpus > card.cards_per_lot:
+        check_memory(ctx, card, out)
+        per_lot = card.devices_per_lot
+        unit = "card" if card.devices_per_card == 1 else "device"
+        lots = lots_needed(res.gpus, per_lot)
+        if card.devices_per_card > 1:
+            out.info(
+                "I-CARD-DEVICES",
+                f"{_device_phrase(card)}: resources.gpus and gpu_memory_gib count devices, so gpus = "
+                f"{res.gpus} is {lots * card.cards_per_lot} {card.id} card(s) in {lots} lot(s)",
+            )
+        if lots > terms.max_lots:
+            most = terms.max_lots * per_lot
+            vendor = "AMD" if card.vendor == "amd" else "NVIDIA"
+            more = sorted(
+                {
+                    c.id
+                    for c in ctx.catalog.cards
+                    if c.vendor == card.vendor and c.host_arch == "x86_64" and c.devices_per_lot > per_lot
+                }
+            )
+            alt = (
+                f", or a card with more {unit}s per lot: {', '.join(more)}"
+                if more
+                else f" (no {vendor} card in the catalog has more than {per_lot} {unit}s per lot)"
+            )
+            out.error(
+                "E-LOTS-MAX",
+                f"resources.gpus = {res.gpus} needs {lots} lots of {card.id} ({per_lot} {unit}(s) per lot), "
+                f"but {terms.provider} rents {terms.min_lots} to {terms.max_lots} lots per order "
+                f"({terms.cite}): at most {most} gpus fit on {card.id}. Use gpus <= {most}{alt}",
+            )
+        if lots > 1:
             out.warning(
                 "W-MULTI-LOT",
                 f"resources.gpus = {res.gpus}: {lots} lots of {card.id} ({card.cards_per_lot} card(s) per "
@@ -262,9 +368,12 @@ def check_memory_and_lots(ctx: Context, out: Findings) -> None:
                 "Several cards do not distribute a program or pool memory automatically: the job must use "
                 "torch.distributed (DDP/FSDP) across them",
             )
-        elif res.gpus < card.cards_per_lot:
+        idle = lots * per_lot - res.gpus
+        if idle > 0:
+            ordered = f"{lots} lot{'s' if lots > 1 else ''} = {lots * per_lot} {unit}s"
             out.info(
                 "I-LOT-IDLE",
-                f"a {card.id} lot has {card.cards_per_lot} cards; resources.gpus = {res.gpus} leaves "
-                f"{card.cards_per_lot - res.gpus} idle",
+                f"each {card.id} lot has {per_lot} {unit}s; resources.gpus = {res.gpus} orders {ordered}, so "
+                f"{idle} {unit}{'s stay' if idle > 1 else ' stays'} idle in the last lot (paid for: use "
+                f"gpus = {lots * per_lot}, or accept the idle {unit})",
             )
