@@ -171,8 +171,16 @@ def test_300_mb_of_output_keeps_memory_flat() -> None:
     )
     driver = textwrap.dedent(
         f"""
-        import json, os, resource, sys
+        import json, os, sys
         from envbuild.validate.runner import run_process
+
+        def hwm_kib():
+            # VmHWM: this process image's peak RSS. Not getrusage's ru_maxrss, which Linux carries over
+            # exec from the forking parent (pytest, hundreds of MiB late in a full run).
+            for line in open("/proc/self/status"):
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+
         from envbuild.validate.probe import run_probe
         res = run_process([sys.executable, "-c", {writer!r}], timeout_s=60, stdin=b"{{}}",
                           marker=b"ENVBUILD-RESULT ")
@@ -180,7 +188,7 @@ def test_300_mb_of_output_keeps_memory_flat() -> None:
         os.environ["ENVBUILD_PROBE_BIG"] = "probe.py"
         probe = run_probe(sys.executable, "big", {{}}, 60)
         print(json.dumps({{
-            "rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+            "rss_kib": hwm_kib(),
             "tail": len(res.stdout.tail), "dropped": res.stdout.dropped, "total": res.stdout.total,
             "line": res.marker_line.decode(), "facts": res.facts(),
             "probe": [probe.outcome, probe.data, probe.facts, len(probe.stdout_tail)],
