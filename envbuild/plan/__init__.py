@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from envbuild.catalog import load_catalog
 from envbuild.errors import CatalogError, UsageError, choices
 from envbuild.models import CheckResult, Plan, Profile
-from envbuild.plan import environment, hardware, packages, resolve
+from envbuild.plan import abi, environment, hardware, packages, resolve
 from envbuild.plan.blender import check_blender
 from envbuild.plan.context import Context
 from envbuild.plan.findings import Findings
@@ -79,6 +79,7 @@ def check(profile: Profile, targets: Sequence[str] | None = None, driver: str | 
     check_nvidia_pins(ctx, out)
     packages.check_hash_mode(ctx, out)
     packages.check_declared_pins(ctx, out)
+    abi.check_abi(ctx, out)
     hardware.check_vendor(ctx, out)
     hardware.check_arch(ctx, out)
     hardware.check_toolkit_minimums(ctx, out)

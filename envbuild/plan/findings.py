@@ -9,6 +9,7 @@ _PREFIX: dict[Severity, str] = {"error": "E-", "warning": "W-", "info": "I-"}
 
 CODES: dict[str, str] = {
     # errors: the plan cannot work as declared (check exits 1, render refuses without --force)
+    "E-ABI-MISMATCH": "a compiled torch extension is built for another torch, CUDA/ROCm build or C++ ABI",
     "E-ARCH-MISSING": "the torch wheel has no kernels for a target arch (same-major cubin, +PTX, exact gfx)",
     "E-BASE-UNAVAILABLE": "no nvidia/cuda or rocm/dev image for this toolkit on the chosen OS",
     "E-BLENDER-DEVICE": "a Blender device (CUDA/OPTIX/HIP/ONEAPI) cannot run on a target card",
@@ -40,6 +41,8 @@ CODES: dict[str, str] = {
     "E-WHEEL-NAME": "a direct wheel URL's project differs from the requirement's name",
     "E-WHEEL-TAGS": "a direct wheel URL cannot install on the image's Python/platform",
     # warnings: works, with a cost or a risk worth knowing before ordering
+    "W-ABI-KERNELS-SKIPPED": "a torch extension's C++ kernels are not built for this torch; only Python API",
+    "W-ABI-NO-GPU": "a CPU-only build of a torch extension next to a GPU torch",
     "W-ARCH-PTX-JIT": "a target runs the wheel only by JIT-compiling its +PTX",
     "W-BASE-OS": "no toolkit resolved for a GPU backend; plain OS image used",
     "W-BLENDER-PATCH": "blender.version names a series; its X.Y.0 release is downloaded",
@@ -63,6 +66,7 @@ CODES: dict[str, str] = {
     "W-USER-INDEX-URL": "a user --index-url would replace the torch variant index",
     "W-VERSION-IGNORED": "accelerator.version is ignored for the cpu backend",
     # infos: what envbuild decided or what to order
+    "I-ABI-WHEEL-URL": "a pinned release has no wheel on the index; where its own release wheels are",
     "I-ACCEL-PATCH": "accelerator.version names a patch; the wheel variant's own toolkit/ROCm image is used",
     "I-ARCH-COMPAT": "the card runs older same-major cubins",
     "I-BASE-EXPLICIT": "base.image is used as given",

@@ -1,0 +1,603 @@
+"""ABI-coupled packages: compiled torch extensions that load only next to the torch they were built for.
+
+flash-attn, xformers, bitsandbytes, torchao and PyG's torch-scatter / torch-sparse / torch-cluster, and
+any direct wheel URL whose local version names its build.  Judged from the declared lines and
+``envbuild/data/abi.toml`` (one source per row); nothing is downloaded.
+
+* A direct wheel URL's local version: ``+cu12torch2.7cxx11abiTRUE`` (flash-attn's release wheels; also
+  ``+cu124torch2.5`` and ``+rocm63torch2.7...``), ``+pt25cu124`` (PyG), ``+cu128`` / ``+rocm6.3`` /
+  ``+cpu`` (PyTorch-index builds).  The torch series must be the plan's; a CUDA build needs a CUDA torch
+  of the same major (PyG: the same variant, as its README asks), a ROCm build a ROCm torch of the same
+  major; a C++ ABI in the name must be the plan's torch's (``[[cxx11_abi]]``).  A CPU build next to a
+  GPU torch works without GPU kernels (W-ABI-NO-GPU).  Python and platform tags are E-WHEEL-TAGS'.
+* An exact pin (or a wheel URL) of a recorded release: xformers' and bitsandbytes' Requires-Dist on
+  torch, bitsandbytes' GPU library for the plan's CUDA/ROCm, torchao's kernels per torch.
+* ``flash-attn==X``: PyPI has source distributions only (``envbuild lock`` says E-SOURCE-NEEDS-TORCH);
+  an info says whether the release's own wheels cover the plan, and which URL to write.
+
+Torch-family lines are packages.py's.  Without a planned torch release nothing here applies.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Annotated, Literal
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from envbuild.catalog import loader
+from envbuild.catalog.models import Row
+from envbuild.models import RequirementLine
+from envbuild.plan.context import Context
+from envbuild.plan.findings import Findings
+from envbuild.plan.packages import FAMILY
+from envbuild.plan.versions import applies_on_image, parse_requirement, wheel_filename
+from envbuild.resources import catalog_dir
+
+# ---- data ----------------------------------------------------------------------------------------
+
+
+def _version(value: str) -> str:
+    try:
+        Version(value)
+    except InvalidVersion:
+        raise ValueError(f"{value!r} is not a PEP 440 version") from None
+    return value
+
+
+def _specifier(value: str) -> str:
+    try:
+        SpecifierSet(value)
+    except InvalidSpecifier:
+        raise ValueError(f"{value!r} is not a PEP 440 specifier") from None
+    return value
+
+
+def _series(value: str) -> str:
+    if not re.fullmatch(r"\d+\.\d+", value):
+        raise ValueError(f"{value!r} is not a torch series (X.Y)")
+    return value
+
+
+VersionText = Annotated[str, AfterValidator(_version)]
+SpecifierText = Annotated[str, AfterValidator(_specifier)]
+Series = Annotated[str, AfterValidator(_series)]
+
+
+class CxxAbiRule(Row):
+    torch: SpecifierText  # on the plan's torch release
+    variants: tuple[str, ...] = ()  # empty: every variant
+    abi: bool
+
+
+class TorchRequirement(Row):
+    version: VersionText
+    torch: SpecifierText  # Requires-Dist on torch ("" = any torch)
+
+
+class BitsandbytesRelease(TorchRequirement):
+    gpu_libraries: tuple[str, ...]  # "cuda128", "rocm63": libbitsandbytes_<name>.so in the wheel
+
+
+class TorchaoRelease(Row):
+    version: VersionText
+    kernels_torch: tuple[VersionText, ...] = ()
+    kernels_min_torch: VersionText | None = None
+    kernels_match: Literal["patch", "series"] = "patch"
+    python_api_torch: tuple[VersionText, ...] | None = None
+
+
+class FlashAttnRelease(Row):
+    version: VersionText
+    torch: tuple[Series, ...] = Field(min_length=1)
+    cuda: tuple[int, ...] = Field(min_length=1)
+    python: tuple[Series, ...] = Field(min_length=1)
+    cxx11_abi: tuple[bool, ...] = Field(min_length=1)
+    exclude: tuple[str, ...] = ()  # "torch/python" pairs the release matrix leaves out
+
+
+class PygWheels(Row):
+    package: Literal["torch-scatter", "torch-sparse", "torch-cluster"]
+    torch: Series
+    variants: tuple[str, ...] = Field(min_length=1)
+
+
+class AbiData(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    flash_attn_url: str = Field(pattern=r"^https://\S+\{version\}\S*\.whl$")
+    flash_attn_url_source: str = Field(min_length=3)
+    cxx11_abi: tuple[CxxAbiRule, ...] = Field(min_length=1)
+    flash_attn: tuple[FlashAttnRelease, ...] = ()
+    pyg: tuple[PygWheels, ...] = ()
+    torchao: tuple[TorchaoRelease, ...] = ()
+    xformers: tuple[TorchRequirement, ...] = ()
+    bitsandbytes: tuple[BitsandbytesRelease, ...] = ()
+
+
+@cache
+def _read(path: Path) -> AbiData:
+    return loader._load(path, AbiData)
+
+
+def load_abi_data(path: Path | None = None) -> AbiData:
+    """Read (once, cached) and validate ``abi.toml``; malformed rows raise CatalogError."""
+    return _read((path or catalog_dir() / "abi.toml").resolve())
+
+
+def _row(rows: Iterable[TorchRequirement | TorchaoRelease | FlashAttnRelease], version: Version) -> int:
+    return next((i for i, r in enumerate(rows) if Version(r.version) == version), -1)
+
+
+# ---- the plan and a wheel's build ----------------------------------------------------------------
+
+
+def _accel(variant: str | None) -> tuple[str, tuple[int, ...]]:
+    """``cu128`` -> ("cuda", (12, 8)); ``rocm6.2.4`` -> ("rocm", (6, 2, 4)); ``cpu`` -> ("cpu", ())."""
+    if variant is None:
+        return "", ()
+    if m := re.fullmatch(r"cu(\d+)", variant):
+        return "cuda", _cuda_digits(m.group(1))
+    if m := re.fullmatch(r"rocm(\d+(?:\.\d+)*)", variant):
+        return "rocm", tuple(int(p) for p in m.group(1).split("."))
+    return variant, ()
+
+
+def _cuda_digits(digits: str) -> tuple[int, ...]:
+    """``12`` -> (12,) (a major, as flash-attn names it); ``124`` -> (12, 4); ``118`` -> (11, 8)."""
+    if len(digits) <= 2:
+        return (int(digits),)
+    return int(digits[:-1]), int(digits[-1])
+
+
+@dataclass(frozen=True)
+class _Plan:
+    label: str  # "torch 2.9.1+cu128"
+    torch: Version
+    series: str  # "2.9"
+    variant: str | None
+    backend: str  # "cuda" | "rocm" | "cpu" (from the variant)
+    accel: tuple[int, ...]
+    abi: bool | None
+    python: str
+
+
+@dataclass(frozen=True)
+class _Build:
+    label: str  # the local version as the file name writes it
+    style: Literal["flash", "pyg", "variant"]
+    series: str | None
+    backend: str
+    accel: tuple[int, ...]
+    abi: bool | None
+
+
+_FLASH = re.compile(
+    r"(?:cu(?P<cu>\d+)|rocm(?P<rocm>\d+))torch(?P<series>\d+\.\d+)(?:cxx11abi(?P<abi>true|false))?"
+)
+_PYG = re.compile(r"pt(?P<major>\d)(?P<minor>\d+)(?P<accel>cu\d+|cpu)")
+_VARIANT = re.compile(r"cu\d+|rocm\d+(?:\.\d+)*|cpu")
+
+
+def _parse_build(label: str) -> _Build | None:
+    """The build a local version names (``cu12torch2.7cxx11abiTRUE``, ``pt25cu124``, ``cu128``)."""
+    text = label.lower()
+    if m := _FLASH.fullmatch(text):
+        abi = None if m.group("abi") is None else m.group("abi") == "true"
+        if m.group("cu"):
+            return _Build(label, "flash", m.group("series"), "cuda", _cuda_digits(m.group("cu")), abi)
+        rocm = m.group("rocm")
+        return _Build(label, "flash", m.group("series"), "rocm", (int(rocm[0]), int(rocm[1:] or 0)), abi)
+    if m := _PYG.fullmatch(text):
+        backend, accel = _accel(m.group("accel"))
+        return _Build(label, "pyg", f"{m.group('major')}.{m.group('minor')}", backend, accel, None)
+    if _VARIANT.fullmatch(text):
+        backend, accel = _accel(text)
+        return _Build(label, "variant", None, backend, accel, None)
+    return None
+
+
+def _plan_abi(data: AbiData, torch: Version, variant: str | None) -> bool | None:
+    for rule in data.cxx11_abi:
+        if SpecifierSet(rule.torch).contains(torch) and (not rule.variants or variant in rule.variants):
+            return rule.abi
+    return None
+
+
+def _accel_text(backend: str, accel: tuple[int, ...]) -> str:
+    if backend == "cpu":
+        return "CPU only"
+    name = {"cuda": "CUDA", "rocm": "ROCm"}.get(backend, backend)
+    return f"{name} {'.'.join(str(n) for n in accel)}".strip()
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _abi_text(abi: bool) -> str:
+    return "the C++11 ABI" if abi else "the pre-C++11 ABI"
+
+
+def _flag(abi: bool) -> str:
+    return "TRUE" if abi else "FALSE"
+
+
+# ---- entry point ---------------------------------------------------------------------------------
+
+
+def check_abi(ctx: Context, out: Findings) -> None:
+    """Every user requirement that names a binary-coupled build, against the planned torch."""
+    if ctx.patch is None:
+        return
+    data = load_abi_data()
+    backend, accel = _accel(ctx.variant)
+    torch = Version(ctx.patch.version)
+    plan = _Plan(
+        label=ctx.torch_label,
+        torch=torch,
+        series=f"{torch.major}.{torch.minor}",
+        variant=ctx.variant,
+        backend=backend,
+        accel=accel,
+        abi=_plan_abi(data, torch, ctx.variant),
+        python=ctx.python,
+    )
+    for line in ctx.requirements:
+        req = parse_requirement(line)
+        if req is None or not applies_on_image(req, ctx.python) or canonicalize_name(req.name) in FAMILY:
+            continue
+        name = canonicalize_name(req.name)
+        if req.url and req.url.lower().split("?")[0].split("#")[0].endswith(".whl"):
+            what = wheel_filename(req.url.split("#")[0])
+            parts = what.split("-")
+            written = parts[1] if len(parts) >= 5 else ""
+        else:
+            specs = list(req.specifier)
+            exact = (
+                not req.url and len(specs) == 1 and specs[0].operator == "==" and "*" not in specs[0].version
+            )
+            written = specs[0].version if exact else ""
+            what = f"{name}=={written}"
+        try:
+            version: Version | None = Version(Version(written).public)
+        except InvalidVersion:
+            version = None
+        build = _parse_build(written.split("+", 1)[1]) if "+" in written else None
+        if build is not None:
+            _check_build(ctx, out, data, plan, line, name, version, what, build)
+        if version is not None and name == "flash-attn" and not req.url:
+            _flash_attn_pin(out, data, plan, line, version)
+        elif version is not None:
+            _check_release(ctx, out, data, plan, line, name, version)
+
+
+# ---- a wheel's build against the plan ------------------------------------------------------------
+
+
+def _check_build(
+    ctx: Context,
+    out: Findings,
+    data: AbiData,
+    plan: _Plan,
+    line: RequirementLine,
+    name: str,
+    version: Version | None,
+    filename: str,
+    build: _Build,
+) -> None:
+    why: list[str] = []
+    if build.series is not None and build.series != plan.series:
+        why.append(
+            f"compiled extensions load only with the torch series they were built against ({build.series})"
+        )
+    gpu_plan = plan.backend in ("cuda", "rocm")
+    if build.backend == "cpu" and gpu_plan:
+        out.warning(
+            "W-ABI-NO-GPU",
+            f"{line.origin}: {filename} is a CPU-only build (+{build.label}) next to {plan.label}: its "
+            f"operations have no GPU kernels; use the {name} build for {plan.variant}",
+        )
+    elif build.backend in ("cuda", "rocm") and plan.backend and build.backend != plan.backend:
+        what = "a CPU-only torch" if plan.backend == "cpu" else f"a {_accel_text(plan.backend, ())} torch"
+        why.append(f"a {_accel_text(build.backend, ())} build cannot load next to {what}")
+    elif build.backend in ("cuda", "rocm") and build.accel and plan.accel:
+        exact = build.style == "pyg"
+        wanted = plan.accel[: len(build.accel)] if exact else plan.accel[:1]
+        if (build.accel if exact else build.accel[:1]) != wanted:
+            rule = "the torch wheel's own CUDA variant" if exact else "the same major version"
+            why.append(f"a {_accel_text(build.backend, build.accel)} build needs {rule}")
+    if build.abi is not None and plan.abi is not None and build.abi != plan.abi:
+        why.append(
+            f"{plan.label.split('+')[0]} wheels use {_abi_text(plan.abi)}, so a build with "
+            f"{_abi_text(build.abi)} fails to import (undefined symbols)"
+        )
+    if not why:
+        return
+    built = [f"torch {build.series}"] if build.series else []
+    built.append(_accel_text(build.backend, build.accel))
+    if build.abi is not None:
+        built.append(_abi_text(build.abi))
+    if build.style == "flash":
+        note, fix = _flash_fix(data, plan, name, version)
+    elif build.style == "pyg":
+        note, fix = _pyg_fix(data, plan, name)
+    else:
+        note, fix = (
+            "",
+            f"use a {name} wheel built for {plan.variant} (+{plan.variant})" if plan.variant else "",
+        )
+    fixes = [f for f in (fix, _keep_wheel(ctx, data, plan, build)) if f]
+    out.error(
+        "E-ABI-MISMATCH",
+        f"{line.origin}: {filename} is built for {' / '.join(built)}, but the plan installs {plan.label}: "
+        + "; ".join([*why, *([note] if note else [])])
+        + (f". {_capital('; or '.join(fixes))}" if fixes else ""),
+    )
+
+
+def _flash_fix(data: AbiData, plan: _Plan, name: str, version: Version | None) -> tuple[str, str]:
+    """(what the release builds, the wheel that fits the plan), named only as far as abi.toml knows."""
+    i = _row(data.flash_attn, version) if name == "flash-attn" and version is not None else -1
+    release = data.flash_attn[i] if i >= 0 else None
+    note = ""
+    if release is not None:
+        cuda = ", ".join(str(c) for c in release.cuda)
+        note = f"flash-attn {version}'s release builds torch {', '.join(release.torch)} with CUDA {cuda} only"
+    if plan.backend != "cuda" or plan.abi is None:
+        return note, f"use a {name} build made for {plan.label}"
+    cp = "cp" + plan.python.replace(".", "")
+    if release is not None and _covers(release, plan.series, plan.accel[0], plan.python, plan.abi):
+        url = data.flash_attn_url.format(
+            version=release.version, cuda=plan.accel[0], torch=plan.series, abi=_flag(plan.abi), python=cp
+        )
+        return "", f"use the same release's wheel for this plan, {url}"
+    tag = f"cu{plan.accel[0]}torch{plan.series}cxx11abi{_flag(plan.abi)}"
+    wanted = f"use a {name} wheel built for torch {plan.series} and CUDA {plan.accel[0]} (+{tag}, {cp})"
+    return note, wanted + (" from a release that builds one" if release is not None else "")
+
+
+def _pyg_fix(data: AbiData, plan: _Plan, name: str) -> tuple[str, str]:
+    rows = [r for r in data.pyg if r.package == name]
+    tag = f"pt{plan.series.replace('.', '')}{plan.variant}"
+    wanted = f"use the {name} wheel built for torch {plan.series} and {plan.variant} (+{tag})"
+    if plan.backend not in ("cuda", "cpu") or plan.variant is None:
+        return (f"PyG publishes CPU and CUDA wheels of {name} only" if rows else ""), ""
+    row = next((r for r in rows if r.torch == plan.series), None)
+    if row is None:
+        if rows:
+            return f"PyG publishes {name} wheels for torch {', '.join(r.torch for r in rows)} only", ""
+        return "", wanted
+    if plan.variant not in row.variants:
+        note = f"PyG publishes {name} wheels for torch {plan.series} only for {', '.join(row.variants)}"
+        return note, "set accelerator.version to one of those CUDA versions"
+    return "", wanted
+
+
+def _keep_wheel(ctx: Context, data: AbiData, plan: _Plan, build: _Build) -> str:
+    """``set torch.version = "X.Y.Z"`` (and accelerator.version) so that this very wheel fits."""
+    if build.series is None or build.backend != plan.backend or build.backend not in ("cuda", "cpu"):
+        return ""
+    found = ctx.catalog.find_torch(build.series)
+    if found is None:
+        return ""
+    release, patch = found
+    variant = plan.variant
+    if build.backend == "cuda":
+        same = [w.variant for w in release.cuda if _accel(w.variant)[1][: len(build.accel)] == build.accel]
+        if build.style != "pyg":
+            same = [w.variant for w in release.cuda if _accel(w.variant)[1][0] == build.accel[0]]
+        if not same:
+            return ""
+        variant = plan.variant if plan.variant in same else same[-1]
+    abi = _plan_abi(data, Version(patch.version), variant)
+    if build.abi is not None and abi is not None and abi != build.abi:
+        return ""
+    sets = [f'torch.version = "{patch.version}"'] if Version(patch.version) != plan.torch else []
+    if variant != plan.variant and variant is not None:
+        toolkit = ctx.catalog.cuda_toolkit(variant)
+        if toolkit is None:
+            return ""
+        sets.append(f'accelerator.version = "{toolkit.version}"')
+    return f"set {' and '.join(sets)} to keep this wheel" if sets else ""
+
+
+# ---- recorded releases ---------------------------------------------------------------------------
+
+
+def _check_release(
+    ctx: Context,
+    out: Findings,
+    data: AbiData,
+    plan: _Plan,
+    line: RequirementLine,
+    name: str,
+    version: Version,
+) -> None:
+    if name == "xformers":
+        _xformers(ctx, out, data, plan, line, version)
+    elif name == "bitsandbytes":
+        _bitsandbytes(out, data, plan, line, version)
+    elif name == "torchao":
+        _torchao(out, data, plan, line, version)
+
+
+def _admits(spec: str, torch: Version) -> bool:
+    return not spec or SpecifierSet(spec).contains(torch)
+
+
+def _newest(versions: Iterable[str]) -> str | None:
+    return max(versions, key=Version, default=None)
+
+
+def _xformers(
+    ctx: Context, out: Findings, data: AbiData, plan: _Plan, line: RequirementLine, version: Version
+) -> None:
+    i = _row(data.xformers, version)
+    if i < 0 or _admits(data.xformers[i].torch, plan.torch):
+        return
+    row = data.xformers[i]
+    fits = {r.version: r.torch for r in data.xformers if _admits(r.torch, plan.torch)}
+    best = _newest(fits)
+    fixes = [f"use xformers=={best} (it requires torch{fits[best]})"] if best else []
+    pinned = row.torch.removeprefix("==")
+    if row.torch.startswith("==") and ctx.catalog.find_torch(pinned) is not None:
+        fixes.append(f'set torch.version = "{pinned}"')
+    if not fixes:
+        fixes.append(f"no recorded xformers release accepts torch {plan.torch}")
+    out.error(
+        "E-ABI-MISMATCH",
+        f"{line.origin}: xformers {version} requires torch{row.torch} (its wheels are built against that "
+        f"torch), but the plan installs {plan.label}: {'; or '.join(fixes)}",
+    )
+
+
+def _bnb_library(plan: _Plan) -> str | None:
+    """The library bitsandbytes loads: "cuda" / "rocm" + torch's CUDA/HIP major and minor digits."""
+    if plan.backend not in ("cuda", "rocm") or len(plan.accel) < 2:
+        return None
+    return f"{plan.backend}{plan.accel[0]}{plan.accel[1]}"
+
+
+def _bnb_text(library: str) -> str:
+    m = re.fullmatch(r"(cuda|rocm)(\d+)", library)
+    if not m:
+        return library
+    digits = m.group(2)
+    major, minor = (digits[:-1], digits[-1]) if m.group(1) == "cuda" else (digits[0], digits[1:])
+    return f"{major}.{minor}"
+
+
+def _bitsandbytes(out: Findings, data: AbiData, plan: _Plan, line: RequirementLine, version: Version) -> None:
+    i = _row(data.bitsandbytes, version)
+    if i < 0:
+        return
+    row = data.bitsandbytes[i]
+    library = _bnb_library(plan)
+    why: list[str] = []
+    if not _admits(row.torch, plan.torch):
+        why.append(f"it requires torch{row.torch}")
+    if library is not None and library not in row.gpu_libraries:
+        kind = library[:4]
+        shipped = [_bnb_text(lib) for lib in row.gpu_libraries if lib.startswith(kind)]
+        name = "CUDA" if kind == "cuda" else "ROCm"
+        wanted = f"{name} {_bnb_text(library)}"
+        has = f"GPU libraries for {name} {', '.join(shipped)} only" if shipped else f"no {name} GPU library"
+        why.append(f"its wheel carries {has}, so its GPU functions fail to load on {wanted}")
+    if not why:
+        return
+    fits = [
+        r.version
+        for r in data.bitsandbytes
+        if _admits(r.torch, plan.torch) and (library is None or library in r.gpu_libraries)
+    ]
+    best = _newest(fits)
+    fix = f"use bitsandbytes=={best}" if best else "no recorded bitsandbytes release fits this plan"
+    out.error(
+        "E-ABI-MISMATCH",
+        f"{line.origin}: bitsandbytes {version} does not fit {plan.label}: {'; '.join(why)}: {fix}",
+    )
+
+
+def _kernels(row: TorchaoRelease, torch: Version) -> bool:
+    if row.kernels_min_torch is not None and torch >= Version(row.kernels_min_torch):
+        return True
+    if row.kernels_match == "series":
+        return any(Version(v).release[:2] == torch.release[:2] for v in row.kernels_torch)
+    return any(Version(v) == torch for v in row.kernels_torch)
+
+
+def _torchao(out: Findings, data: AbiData, plan: _Plan, line: RequirementLine, version: Version) -> None:
+    i = _row(data.torchao, version)
+    if i < 0 or _kernels(data.torchao[i], plan.torch):
+        return
+    row = data.torchao[i]
+    series = f"{plan.torch.major}.{plan.torch.minor}"
+    if row.kernels_min_torch is not None:
+        built = f"torch {row.kernels_min_torch} or newer"
+    else:
+        built = "torch " + ", ".join(row.kernels_torch)
+    best = _newest(r.version for r in data.torchao if _kernels(r, plan.torch))
+    fix = (
+        f"use torchao=={best}, whose C++ kernels support torch {plan.torch}"
+        if best
+        else f"no recorded torchao release has C++ kernels for torch {plan.torch}"
+    )
+    api = row.python_api_torch
+    if api is None or any(Version(v).release[:2] == plan.torch.release[:2] for v in api):
+        if row.kernels_torch or row.kernels_min_torch:
+            head = (
+                f"torchao {version}'s C++ kernels are built for {built}: they do not load with {plan.label}"
+            )
+        else:
+            head = f"torchao {version} never loads its C++ kernels (its own torch check matches no release)"
+        said = (
+            f"only its Python API supports torch {series}"
+            if api
+            else f"whether its Python API supports torch {series} is not recorded"
+        )
+        out.warning("W-ABI-KERNELS-SKIPPED", f"{line.origin}: {head}; {said}: {fix}")
+        return
+    supported = ", ".join(dict.fromkeys([*row.kernels_torch, *api]))
+    out.error(
+        "E-ABI-MISMATCH",
+        f"{line.origin}: torchao {version} supports torch {supported}, not {plan.label} (its C++ kernels "
+        f"are built for {built}): {fix}",
+    )
+
+
+# ---- flash-attn pins -----------------------------------------------------------------------------
+
+
+def _covers(row: FlashAttnRelease, series: str, cuda: int, python: str, abi: bool) -> bool:
+    return (
+        series in row.torch
+        and cuda in row.cuda
+        and python in row.python
+        and abi in row.cxx11_abi
+        and f"{series}/{python}" not in row.exclude
+    )
+
+
+def _flash_attn_pin(
+    out: Findings, data: AbiData, plan: _Plan, line: RequirementLine, version: Version
+) -> None:
+    i = _row(data.flash_attn, version)
+    if i < 0:
+        return
+    row = data.flash_attn[i]
+    head = (
+        f"{line.origin}: flash-attn {version} has no wheel on PyPI (source only, and its build imports torch)"
+    )
+    if (
+        plan.backend == "cuda"
+        and plan.abi is not None
+        and _covers(row, plan.series, plan.accel[0], plan.python, plan.abi)
+    ):
+        url = data.flash_attn_url.format(
+            version=row.version,
+            cuda=plan.accel[0],
+            torch=plan.series,
+            abi=_flag(plan.abi),
+            python="cp" + plan.python.replace(".", ""),
+        )
+        out.info(
+            "I-ABI-WHEEL-URL",
+            f"{head}; its GitHub release builds one for {plan.label} and Python {plan.python}: write "
+            f"'flash-attn @ {url}'",
+        )
+        return
+    cuda = ", ".join(str(c) for c in row.cuda)
+    out.info(
+        "I-ABI-WHEEL-URL",
+        f"{head}, and its GitHub release builds none for {plan.label} with Python {plan.python} (it builds "
+        f"torch {', '.join(row.torch)} with CUDA {cuda}, Python {row.python[0]} to {row.python[-1]}): pick "
+        "a torch and Python it covers, or a direct wheel URL built for this plan",
+    )
