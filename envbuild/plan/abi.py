@@ -389,18 +389,16 @@ def _keep_wheel(ctx: Context, data: AbiData, plan: _Plan, build: _Build) -> str:
     if found is None:
         return ""
     release, patch = found
-    variant = plan.variant
+    torch = Version(patch.version)
+    variants: list[str | None] = [plan.variant]
     if build.backend == "cuda":
-        same = [w.variant for w in release.cuda if _accel(w.variant)[1][: len(build.accel)] == build.accel]
-        if build.style != "pyg":
-            same = [w.variant for w in release.cuda if _accel(w.variant)[1][0] == build.accel[0]]
-        if not same:
-            return ""
-        variant = plan.variant if plan.variant in same else same[-1]
-    abi = _plan_abi(data, Version(patch.version), variant)
-    if build.abi is not None and abi is not None and abi != build.abi:
+        width = len(build.accel) if build.style == "pyg" else 1
+        variants = [w.variant for w in release.cuda if _accel(w.variant)[1][:width] == build.accel[:width]]
+    fits = [v for v in variants if build.abi is None or _plan_abi(data, torch, v) in (None, build.abi)]
+    if not fits:
         return ""
-    sets = [f'torch.version = "{patch.version}"'] if Version(patch.version) != plan.torch else []
+    variant = plan.variant if plan.variant in fits else fits[-1]
+    sets = [f'torch.version = "{patch.version}"'] if torch != plan.torch else []
     if variant != plan.variant and variant is not None:
         toolkit = ctx.catalog.cuda_toolkit(variant)
         if toolkit is None:
