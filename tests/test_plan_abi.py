@@ -11,7 +11,7 @@ import pytest
 from envbuild.errors import CatalogError
 from envbuild.models import CheckResult, Finding
 from envbuild.plan import check
-from envbuild.plan.abi import load_abi_data
+from envbuild.plan.abi_data import load_abi_data
 from envbuild.resources import catalog_dir
 from tests.test_plan_support import profile, req
 
