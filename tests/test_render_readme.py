@@ -5,9 +5,9 @@ from __future__ import annotations
 from test_render_dockerfile import cpu_plan, rocm_plan
 from test_render_plans import B200, H100, cuda_plan, profile, result
 
+from envbuild.catalog.order import lots_needed
 from envbuild.models import Finding, ResourcesSpec
 from envbuild.render.readme import render_readme
-from envbuild.render.view import lots_needed
 
 COMMAND = "envbuild render train --target b200 --out b"
 
@@ -21,10 +21,13 @@ def test_order_table_for_a_two_card_lot() -> None:
     prof = profile(resources=ResourcesSpec(gpus=3, gpu_memory_gib=100))
     text = render_readme(result(cuda_plan(profile=prof, targets=(H100, B200))), COMMAND)
     assert "- Preparation: **PyTorch**" in text
-    assert "- Cards the job uses at once: 3; peak memory need per card: 100 GiB" in text
+    assert (
+        "- GPU devices the job uses at once (`resources.gpus`): 3; peak memory need per device: 100 GiB"
+        in text
+    )
     assert "- Minimum NVIDIA driver on the host: **570.124.06**" in text
-    assert "| NVIDIA H100 SXM | nvidia | sm_90 | 1 | 80 GiB | 80 GiB | 3 | 3 | 240 GiB |" in text
-    assert "| NVIDIA B200 | nvidia | sm_100 | 2 | 180 GiB | 360 GiB | 2 | 4 | 720 GiB |" in text
+    assert "| NVIDIA H100 SXM | nvidia | sm_90 | 1 | 1 | 80 GiB | 80 GiB | 3 | 3 | 3 | 240 GiB |" in text
+    assert "| NVIDIA B200 | nvidia | sm_100 | 2 | 1 | 180 GiB | 360 GiB | 2 | 4 | 4 | 720 GiB |" in text
     assert "Cards do not pool memory" in text
 
 

@@ -9,7 +9,7 @@ from envbuild.models import LOCK_PATH_IN_IMAGE, PYTHON_IN_IMAGE, CheckResult
 from envbuild.render.apt import apt_packages, runtime_packages
 from envbuild.render.env import render_template
 from envbuild.render.quote import md, md_code
-from envbuild.render.view import PREPARATION, OrderRow, order_rows
+from envbuild.render.view import PREPARATION, OrderRow, order_days, order_price_sources, order_rows
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
@@ -60,6 +60,10 @@ def render_readme(result: CheckResult, command: str) -> str:
         gpus=profile.resources.gpus,
         gpu_memory=f"{profile.resources.gpu_memory_gib:g} GiB" if profile.resources.gpu_memory_gib else "",
         min_driver=plan.min_driver or "",
+        rocm_host=plan.backend == "rocm" and "amd" in vendors,
+        days=plan.days or 0,
+        durations=order_days(plan),
+        price_sources=order_price_sources(plan),
         backend=plan.backend,
         backend_name={"cuda": "CUDA", "rocm": "ROCm", "cpu": "CPU"}[plan.backend],
         accelerator_version=plan.accelerator_version or "",

@@ -6,12 +6,12 @@ they land (shell word, Dockerfile string, Markdown); they hold loops and conditi
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from envbuild import __version__
+from envbuild.catalog.order import durations, order_lines, price_sources
 from envbuild.errors import BundleError
 from envbuild.models import (
     IMAGE_USER,
@@ -25,7 +25,7 @@ from envbuild.models import (
 from envbuild.render.apt import apt_packages, runtime_packages
 from envbuild.render.constraints import constraint_value
 from envbuild.render.lockfile import checked_env
-from envbuild.render.quote import check_plain, docker_str, sh
+from envbuild.render.quote import check_plain, docker_str, md, sh
 
 _PYTHON_VERSION = re.compile(r"^3\.\d{1,2}$")
 _IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._/:@-]*$", re.I)
@@ -162,15 +162,14 @@ class OrderRow:
     vendor: str
     arch: str
     cards_per_lot: int
-    memory_per_card: str
+    devices_per_card: int
+    memory_per_device: str
     memory_per_lot: str
     lots: int
     cards: int
+    devices: int
     memory_total: str
-
-
-def lots_needed(gpus: int, cards_per_lot: int) -> int:
-    return max(1, math.ceil(gpus / max(1, cards_per_lot)))
+    prices: tuple[str, ...]  # per duration shown: "2 x 110.00 USD = 220.00 USD" or "no price known"
 
 
 def _gib(value: float) -> str:
@@ -178,25 +177,31 @@ def _gib(value: float) -> str:
 
 
 def order_rows(plan: Plan) -> tuple[OrderRow, ...]:
-    gpus = plan.profile.resources.gpus
-    rows = []
-    for card in plan.targets:
-        lots = lots_needed(gpus, card.cards_per_lot)
-
-        def memory(cards: int, card_memory: float = card.memory_gib, gpu: bool = card.vendor != "cpu") -> str:
-            return _gib(card_memory * cards) if gpu else "-"
-
-        rows.append(
-            OrderRow(
-                card=card.name,
-                vendor=card.vendor,
-                arch=card.arch or "-",
-                cards_per_lot=card.cards_per_lot,
-                memory_per_card=memory(1),
-                memory_per_lot=memory(card.cards_per_lot),
-                lots=lots,
-                cards=lots * card.cards_per_lot,
-                memory_total=memory(lots * card.cards_per_lot),
-            )
+    """One row per GPU target: lots, cards, devices, memory and the USD total per duration shown."""
+    return tuple(
+        OrderRow(
+            card=line.card.name,
+            vendor=line.card.vendor,
+            arch=line.card.arch or "-",
+            cards_per_lot=line.card.cards_per_lot,
+            devices_per_card=line.card.devices_per_card,
+            memory_per_device=_gib(line.card.memory_per_device),
+            memory_per_lot=_gib(line.card.memory_gib * line.card.cards_per_lot),
+            lots=line.lots,
+            cards=line.cards,
+            devices=line.devices,
+            memory_total=_gib(line.card.memory_gib * line.cards),
+            prices=tuple(t.text for t in line.totals),
         )
-    return tuple(rows)
+        for line in order_lines(plan)
+    )
+
+
+def order_days(plan: Plan) -> tuple[int, ...]:
+    """The durations the README's price columns show: the chosen one, or every one the provider rents."""
+    return durations(plan)
+
+
+def order_price_sources(plan: Plan) -> tuple[str, ...]:
+    """Markdown-safe ``source (date)`` of every price the order table uses."""
+    return tuple(md(s, "price source") for s in price_sources(plan))
