@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
 
 from envbuild.catalog import load_catalog
 from envbuild.models import Card, LotPrice, Plan
@@ -80,6 +81,25 @@ class OrderLine:
         """Devices ordered that the job leaves unused (cards, for one-device cards)."""
         return max(0, self.devices - self.gpus)
 
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "card": self.card.id,
+            "lots": self.lots,
+            "cards": self.cards,
+            "devices": self.devices,
+            "idle_devices": self.idle,
+            "prices": [
+                {
+                    "days": t.days,
+                    "usd_per_lot": None if t.per_lot is None else float(t.per_lot),
+                    "usd": None if t.usd is None else float(t.usd),
+                    "source": t.price.source if t.price else None,
+                    "date": t.price.date if t.price else None,
+                }
+                for t in self.totals
+            ],
+        }
+
     def summary(self) -> str:
         """``rtx4090: 2 lots, 2 cards; 7 days: 2 x 110.00 USD = 220.00 USD``."""
         what = f"{_count(self.lots, 'lot')}, {_count(self.cards, 'card')}"
@@ -115,3 +135,14 @@ def price_sources(plan: Plan) -> tuple[str, ...]:
     """``source (date)`` of every price used by the plan's order, sorted, without duplicates."""
     used = {t.price for line in order_lines(plan) for t in line.totals if t.price is not None}
     return tuple(sorted({f"{p.source} ({p.date})" for p in used}))
+
+
+def summary_lines(plan: Plan) -> list[str]:
+    """One line per GPU target (lots, cards, total per duration), then where the prices come from."""
+    lines = [line.summary() for line in order_lines(plan)]
+    sources = price_sources(plan)
+    if lines:
+        lines.append(
+            f"prices: {'; '.join(sources)}" if sources else "prices: none known (--prices FILE.toml)"
+        )
+    return lines

@@ -1,4 +1,4 @@
-"""``envbuild check PROFILE [--target ID]... [--driver VERSION] [--json]``.
+"""``envbuild check PROFILE [--target ID]... [--driver VERSION] [--days N] [--prices FILE] [--json]``.
 
 Exit 0 when no finding is an error, 1 when some are, 2 for invalid input or usage.  Imports neither
 torch nor docker.
@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
@@ -19,15 +21,45 @@ from envbuild.models import CheckResult, Finding
 
 
 def result_json(result: CheckResult) -> dict[str, Any]:
-    """``{"ok", "findings", "plan"}``; the plan's profile is reduced to name/path/sha256."""
+    """``{"ok", "findings", "plan"}``; the plan's profile is reduced to name/path/sha256, and the plan
+    carries ``order`` (lots, cards, devices, idle devices and the total per duration, per target)."""
+    from envbuild.catalog.order import order_lines
+
     plan = result.plan.model_dump(mode="json", by_alias=True, exclude={"profile"})
     profile = result.plan.profile
-    plan = {"profile": {"name": profile.name, "path": profile.path, "sha256": profile.sha256}, **plan}
+    plan = {
+        "profile": {"name": profile.name, "path": profile.path, "sha256": profile.sha256},
+        **plan,
+        "order": [line.as_json() for line in order_lines(result.plan)],
+    }
     return {
         "ok": result.ok,
         "findings": [f.model_dump(mode="json") for f in result.findings],
         "plan": plan,
     }
+
+
+def order_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``--days N`` and ``--prices FILE.toml`` (check and render)."""
+    func = click.option(
+        "--prices",
+        "prices",
+        type=click.Path(dir_okay=False, path_type=Path),
+        metavar="FILE.toml",
+        help="Lot prices (card id -> days -> USD per lot, plus source and date); replace the built-in ones.",
+    )(func)
+    return click.option(
+        "--days",
+        type=int,
+        metavar="3|7|30",
+        help="Rental duration in days: the order summary prices this one (default: every duration).",
+    )(func)
+
+
+def order_summary(result: CheckResult) -> list[str]:
+    from envbuild.catalog.order import summary_lines
+
+    return summary_lines(result.plan)
 
 
 def _print_human(result: CheckResult) -> None:
@@ -64,6 +96,7 @@ def _print_human(result: CheckResult) -> None:
     ]
     if plan.blender_version:
         rows.append(("blender", f"{plan.blender_version} {plan.blender_url or ''}"))
+    rows += [("order", line) for line in order_summary(result)]
     for key, value in rows:
         summary.add_row(key, escape(value))
     console.print(summary)
@@ -85,6 +118,7 @@ def _print_human(result: CheckResult) -> None:
     help="Also resolve every distribution for the image's target (as `envbuild lock` does); writes nothing.",
 )
 @index_options
+@order_options
 @handle_errors
 def check_cmd(
     profile: str,
@@ -94,8 +128,11 @@ def check_cmd(
     resolve: bool,
     index_urls: tuple[str, ...],
     find_links: tuple[str, ...],
+    days: int | None,
+    prices: Path | None,
 ) -> None:
     """Resolve PROFILE (a built-in name or a .toml path) into a plan and check it against the targets."""
+    from envbuild.catalog.prices import with_order
     from envbuild.errors import UsageError
     from envbuild.plan import check
     from envbuild.profile import load_profile
@@ -103,6 +140,7 @@ def check_cmd(
     if (index_urls or find_links) and not resolve:
         raise UsageError("--index-url and --find-links apply only with --resolve")
     result = check(load_profile(profile), targets=targets or None, driver=driver)
+    result = with_order(result, days=days, price_file=prices)
     if resolve:
         from envbuild.lock import resolve_plan
 

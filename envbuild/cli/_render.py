@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from envbuild.cli import cli, handle_errors
+from envbuild.cli._check import order_options, order_summary
 from envbuild.errors import EXIT_FINDINGS
 from envbuild.models import CheckResult
 
@@ -24,7 +25,9 @@ def _display_path(value: str) -> str:
         return value
 
 
-def regenerate_command(ref: str, targets: tuple[str, ...], force: bool) -> str:
+def regenerate_command(
+    ref: str, targets: tuple[str, ...], force: bool, days: int | None = None, prices: Path | None = None
+) -> str:
     """The normalised command line recorded in the bundle (stable across machines for relative paths).
 
     It never names ``--out``: a bundle's bytes do not depend on where it is written.
@@ -32,6 +35,10 @@ def regenerate_command(ref: str, targets: tuple[str, ...], force: bool) -> str:
     words = ["envbuild", "render", _display_path(ref)]
     for target in targets:
         words += ["--target", target]
+    if days is not None:
+        words += ["--days", str(days)]
+    if prices is not None:
+        words += ["--prices", _display_path(str(prices))]
     if force:
         words.append("--force")
     return shlex.join(words)
@@ -48,22 +55,33 @@ def print_findings(result: CheckResult) -> None:
 @click.option("--target", "targets", multiple=True, metavar="ID", help="Target card id (repeatable).")
 @click.option("--out", "out", default=None, metavar="DIR", help="Bundle folder [./<profile>-<targets>].")
 @click.option("--force", is_flag=True, help="Write the bundle even when the check finds errors.")
+@order_options
 @handle_errors
-def render_command(profile_ref: str, targets: tuple[str, ...], out: str | None, force: bool) -> None:
+def render_command(
+    profile_ref: str,
+    targets: tuple[str, ...],
+    out: str | None,
+    force: bool,
+    days: int | None,
+    prices: Path | None,
+) -> None:
     """Check PROFILE for the targets and write its build bundle (Dockerfile, lock, README, ...)."""
+    from envbuild.catalog.prices import with_order
     from envbuild.plan import check
     from envbuild.profile import load_profile
     from envbuild.render import default_out, render_bundle, was_resolved
 
     profile = load_profile(profile_ref)
-    result = check(profile, targets=list(targets) or None)
+    result = with_order(check(profile, targets=list(targets) or None), days=days, price_file=prices)
     print_findings(result)
+    for line in order_summary(result):
+        click.echo(f"order: {line}")
     if not result.ok and not force:
         message = "the check found errors; nothing written (use --force to render anyway)"
         click.echo(f"envbuild: error: {message}", err=True)
         sys.exit(EXIT_FINDINGS)
     out_text = out if out is not None else str(default_out(result.plan))
-    command = regenerate_command(profile_ref, targets, force)
+    command = regenerate_command(profile_ref, targets, force, days, prices)
     relock = was_resolved(Path(out_text))
     path = render_bundle(result, Path(out_text), command=command, force=force)
     if not result.ok:
