@@ -258,6 +258,16 @@ class LockTarget(Frozen):
     arch: str
     memory_gib: float
     cards_per_lot: int
+    devices_per_card: int = 1  # what torch sees per card (MI250X: 2 GCDs)
+    device_memory_gib: float | None = None  # per device when a card is several
+
+    @property
+    def memory_per_device(self) -> float:
+        return self.device_memory_gib if self.device_memory_gib is not None else self.memory_gib
+
+    @property
+    def devices_per_lot(self) -> int:
+        return self.cards_per_lot * self.devices_per_card
 
 
 class LockPackage(Frozen):

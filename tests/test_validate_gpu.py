@@ -5,6 +5,8 @@ The same decision functions run on a live machine; only the facts come from fixt
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from validate_support import gpu_lock, smi_text, torch_fixture
 
@@ -221,3 +223,32 @@ def test_smi_csv_view_with_arch_agrees_and_catches_a_mismatch() -> None:
     wrong = one.model_copy(update={"gpus": (one.gpus[0].model_copy(update={"arch": "sm_80"}),)})
     res = decide_devices(lock, facts, [wrong])
     assert "device 0: torch arch sm_90, nvidia-smi arch sm_80" in (res.error or "")
+
+
+def test_an_mi250x_is_two_devices_of_64_gib(tmp_path: Path) -> None:
+    """Hand-written device facts shaped like torch's for an MI250X (two GCDs of 64 GiB each, gfx90a);
+    no MI250X output was recorded.  The lock's target comes from the real catalog row via render."""
+    from envbuild.plan import check
+    from envbuild.profile import load_profile
+    from envbuild.render import make_lock
+
+    profile = tmp_path / "rocm.toml"
+    profile.write_text(
+        'name = "rocm"\nkind = "pytorch"\nextends = "pytorch"\n'
+        '[accelerator]\nbackend = "rocm"\nversion = "6.3"\ntargets = ["mi250x"]\n'
+    )
+    plan = check(load_profile(str(profile))).plan
+    lock = make_lock(plan)
+    (target,) = lock.targets
+    assert (target.devices_per_card, target.memory_per_device, target.devices_per_lot) == (2, 64, 2)
+    gcd = {
+        "name": "AMD Instinct MI250X",
+        "gcnArchName": "gfx90a:sramecc+:xnack-",
+        "total_memory": 64 * 1024**3,
+    }
+    both = {"devices": [{**gcd, "index": 0}, {**gcd, "index": 1}], "arch_list": list(lock.torch_arch_list)}
+    res = decide_devices(lock, both, [])
+    assert "not a declared card" not in (res.error or ""), res.error
+    assert "a lot has" not in (res.error or "")
+    one = decide_devices(lock, {**both, "devices": both["devices"][:1]}, [])
+    assert "1 AMD Instinct MI250X visible; a lot has 2 devices (2 per card)" in (one.error or "")

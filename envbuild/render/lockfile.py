@@ -142,6 +142,8 @@ def make_lock(plan: Plan) -> Lock:
                 arch=card.arch,
                 memory_gib=card.memory_gib,
                 cards_per_lot=card.cards_per_lot,
+                devices_per_card=card.devices_per_card,
+                device_memory_gib=card.device_memory_gib,
             )
             for card in plan.targets
         ),

@@ -184,11 +184,13 @@ def decide_accelerator_without_torch(
 
 
 def match_target(dev: dict[str, Any], targets: Sequence[LockTarget]) -> LockTarget | None:
-    """The declared card a device is: same arch, memory within [-15%, +5%] of the catalog figure."""
+    """The declared card a device is: same arch, memory within [-15%, +5%] of the catalog figure for one
+    device (an MI250X card is two devices of 64 GiB)."""
     arch = device_arch(dev)
     gib = float(dev.get("total_memory", 0)) / GIB
     for target in targets:
-        if target.arch == arch and 0.85 * target.memory_gib <= gib <= 1.05 * target.memory_gib:
+        per_device = target.memory_per_device
+        if target.arch == arch and 0.85 * per_device <= gib <= 1.05 * per_device:
             return target
     return None
 
@@ -260,8 +262,11 @@ def decide_devices(
         problems.append(f"{len(devices)} device(s) visible; the job needs {lock.gpus}")
     for target in lock.targets:
         n = sum(1 for r in rows if r["target"] == target.id)
-        if n and n % target.cards_per_lot:
-            problems.append(f"{n} {target.name} visible; a lot has {target.cards_per_lot} cards")
+        if n and n % target.devices_per_lot:
+            unit = (
+                "cards" if target.devices_per_card == 1 else f"devices ({target.devices_per_card} per card)"
+            )
+            problems.append(f"{n} {target.name} visible; a lot has {target.devices_per_lot} {unit}")
     vendor_tools = ("nvidia-smi",) if lock.backend == "cuda" else ("amd-smi", "rocm-smi")
     view = next((v for v in views if v.tool in vendor_tools), None)
     agreement = "not checked: no vendor tool answered" if view is None else "agrees"
