@@ -78,6 +78,9 @@ RELEASES = [
     ("2.12.0", {"cu126", "cu130", "cu132"}, "cu130", {"rocm7.1", "rocm7.2"}, ("3.10", "3.14")),
     ("2.12.1", {"cu126", "cu129", "cu130", "cu132"}, "cu130", {"rocm7.1", "rocm7.2"}, ("3.10", "3.14")),
     ("2.13.0", {"cu126", "cu129", "cu130", "cu132"}, "cu130", {"rocm7.1", "rocm7.2"}, ("3.10", "3.15")),
+    ("2.14.0", {"cu126", "cu130", "cu132"}, "cu130", {"rocm7.2"}, ("3.10", "3.15")),
+    ("2.14.1", {"cu126", "cu130", "cu132"}, "cu130", {"rocm7.2"}, ("3.10", "3.15")),
+    ("2.15.0", {"cu126", "cu130", "cu132"}, "cu132", {"rocm7.2"}, ("3.11", "3.15")),
 ]
 
 
@@ -104,6 +107,9 @@ def test_torch_releases(cat, version, cuda, default, rocm, python) -> None:  # t
         ("2.11.0", "0.26.0", "2.11.0", "3.6.0"),
         ("2.12.1", "0.27.1", None, "3.7.1"),
         ("2.13.0", "0.28.0", None, "3.7.1"),
+        ("2.14.0", "0.29.0", None, "3.8.0"),
+        ("2.14.1", "0.29.1", None, "3.8.0"),
+        ("2.15.0", "0.29.2", "2.11.1", "3.9.0"),  # no torchvision 0.30 on PyPI; torchaudio 2.11.1 is back
     ],
 )
 def test_companions(cat, version, torchvision, torchaudio, triton) -> None:  # type: ignore[no-untyped-def]
@@ -119,7 +125,12 @@ def test_companions(cat, version, torchvision, torchaudio, triton) -> None:  # t
         ("2.8.0", "cu128", ("sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")),
         ("2.11.0", "cu128", ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")),
         ("2.11.0", "cu130", ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")),
-        ("2.13.0", "cu130", ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120+PTX")),
+        # the PyPI wheels' CUDA_ARCH_FLAGS: the cu130/cu132 builds promoted to PyPI carry no +PTX
+        ("2.12.1", "cu130", ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")),
+        ("2.13.0", "cu130", ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")),
+        ("2.14.1", "cu130", ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")),
+        ("2.15.0", "cu132", ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")),
+        ("2.13.0", "cu132", ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120+PTX")),
     ],
 )
 def test_arch_lists(cat, version, variant, archs) -> None:  # type: ignore[no-untyped-def]
@@ -281,15 +292,19 @@ def test_pypi_default_by_release(cat) -> None:  # type: ignore[no-untyped-def]
     expected = {
         "2.1": "cu121", "2.2": "cu121", "2.3": "cu121", "2.4": "cu121", "2.5": "cu124", "2.6": "cu124",
         "2.7": "cu126", "2.8": "cu128", "2.9": "cu128", "2.10": "cu128", "2.11": "cu130", "2.12": "cu130",
-        "2.13": "cu130",
+        "2.13": "cu130", "2.14": "cu130", "2.15": "cu132",
     }  # fmt: skip
     assert {r.series: r.pypi_default_cuda for r in cat.releases if r.series in expected} == expected
 
 
 def test_companion_pairing_rule(cat) -> None:  # type: ignore[no-untyped-def]
+    # 2.15.0 breaks the rule: PyPI has no torchvision 0.30; 0.29.2 and torchaudio 2.11.1 (stable-ABI
+    # wheels built +cu132) were published with it (test_companions)
     for rel in cat.releases:
         minor = int(rel.series.split(".")[1])
         for patch in rel.patch:
+            if patch.version == "2.15.0":
+                continue
             micro = patch.version.split(".")[2]
             assert patch.torchvision == f"0.{minor + 15}.{micro}"
             if minor <= 11:
