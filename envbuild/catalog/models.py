@@ -360,6 +360,26 @@ class BlenderSeries(Row):
     optix_min_driver: str = Field(pattern=_DRIVER.pattern)
     hip_min_major: int
     hip_kernels: tuple[str, ...]
+    # Patch releases known to be published (X.Y.Z, oldest first); not exhaustive, so a version missing
+    # from the list is not refused.  releases_source says where the list was read (required with it).
+    releases: tuple[str, ...] = ()
+    releases_source: str | None = None
+
+    @model_validator(mode="after")
+    def _releases(self) -> BlenderSeries:
+        for item in self.releases:
+            if not re.match(r"^\d+\.\d+\.\d+$", item) or not item.startswith(self.series + "."):
+                raise ValueError(f"releases: {item!r} is not an X.Y.Z release of series {self.series}")
+        keys = [tuple(int(x) for x in item.split(".")) for item in self.releases]
+        if keys != sorted(set(keys)):
+            raise ValueError("releases must be increasing, each once")
+        if self.releases and not self.releases_source:
+            raise ValueError("releases_source is required with releases")
+        return self
+
+    @property
+    def newest_release(self) -> str | None:
+        return self.releases[-1] if self.releases else None
 
     @field_validator("cuda_cubins")
     @classmethod

@@ -47,10 +47,15 @@ def check_blender(ctx: Context, out: Findings) -> tuple[str | None, str | None, 
         out.warning("W-BLENDER-UNCONFIRMED", f"Blender {series.series}: {series.source}")
     if len(version.split(".")) < 3:
         full = f"{version}.0"
+        newest = (
+            f" (the newest the catalog knows is {series.newest_release})"
+            if series.newest_release and series.newest_release != full
+            else ""
+        )
         out.warning(
             "W-BLENDER-PATCH",
             f"blender.version {version!r} names a series: envbuild downloads {full} (every Blender series "
-            f"starts at X.Y.0); pin the newest patch from "
+            f"starts at X.Y.0); pin the newest patch{newest} from "
             f"https://download.blender.org/release/Blender{series.series}/ to get its fixes",
         )
         version = full
