@@ -535,8 +535,8 @@ def test_hash_mode_ignores_lines_the_marker_excludes(tmp_path: Path) -> None:
     req = tmp_path / "requirements.txt"
     req.write_text(f"numpy==2.2.6 --hash={h}\nfoo==1.0 ; sys_platform == 'win32'\n", encoding="utf-8")
     path = write_profile(
-        tmp_path, torch=None, backend="cpu", targets=["cpu"], requirements=["requirements.txt"]
-    )
+        tmp_path, kind="custom", torch=None, backend="cpu", targets=["cpu"], requirements=["requirements.txt"]
+    )  # kind "custom": no torch (a "pytorch" profile without torch.version gets the newest confirmed one)
     _, data = run_check(path)
     (found,) = [f for f in data["findings"] if f["code"] == "I-HASH-MODE"]
     assert "carry none" not in found["message"], found  # the win32-only line needs no hash

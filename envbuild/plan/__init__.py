@@ -14,6 +14,14 @@ Decisions (documented here, tested in tests/test_plan_*.py and tests/test_compat
   build lacks cubins for a target or has no nvidia/cuda image for ``base.os`` and another published
   variant has both (an info says so); ROCm takes the newest published variant that carries the
   targets' gfx and has a ROCm image for the OS.
+* ``kind = "pytorch"`` without ``torch.version`` (and no requirement line naming torch, which keeps
+  W-TORCH-UNDECLARED) installs the newest release the catalog has confirmed (a ``ga`` release, its
+  patch row not ``unconfirmed``); with ``accelerator.version`` set, the newest confirmed release that
+  publishes that variant.  I-TORCH-DEFAULT says which and why.
+* ``base.os`` absent (``Profile.sources["base.os"] == "default"``, no ``base.image``): when the
+  default OS has no nvidia/cuda or rocm/dev image for the resolved toolkit, an OS that has one is used
+  (one that provisions ``python.version`` first), with I-OS-DERIVED.  An explicit ``base.os`` is kept
+  and refused with E-BASE-UNAVAILABLE as before.
 * versions compare as PEP 440 versions: ``2.7.1.0`` / ``v2.7.1`` are 2.7.1, ``2.7`` is the newest 2.7
   patch; pre-releases, dev and post releases are refused (they live on /whl/test or /whl/nightly).
   ``accelerator.version`` ``12.8.x`` keeps the cu128 wheels and the catalog's 12.8.1 image; ROCm
@@ -106,8 +114,8 @@ def check(profile: Profile, targets: Sequence[str] | None = None, driver: str | 
     plan = Plan(
         profile=profile,
         targets=tuple(c.card for c in cards),
-        os=os_entry.id,
-        os_name=os_entry.name,
+        os=ctx.os.id,  # base.os, or the OS chosen for its base image when base.os is absent
+        os_name=ctx.os.name,
         base_image=image,
         base_flavor=flavor,
         python_version=profile.python.version,

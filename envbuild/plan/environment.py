@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from envbuild.catalog import OsEntry
 from envbuild.errors import choices
 from envbuild.plan.context import Context
 from envbuild.plan.findings import Findings
@@ -40,6 +41,52 @@ def python_provision(ctx: Context, out: Findings) -> str:
         + f"; set python.version to one of {version_choices(os_.pythons)}{alt}",
     )
     return "system"
+
+
+def _needed_image(ctx: Context, os_id: str) -> tuple[str, str, tuple[str, ...]] | None:
+    """(what, image on ``os_id``, OSes the catalog has it for) of the toolkit image the plan needs."""
+    if ctx.backend == "cuda" and ctx.toolkit is not None:
+        tk = ctx.toolkit
+        image = ctx.catalog.cuda_image(tk, "runtime", os_id).replace("-runtime-", "-<flavor>-")
+        return f"{ctx.catalog.toolkits.image_repository} CUDA {tk.image_version}", image, tk.image_os
+    if ctx.backend == "rocm" and ctx.rocm is not None:
+        rv = ctx.rocm
+        return f"rocm/dev ROCm {rv.version}", ctx.catalog.rocm_image(rv, os_id, complete=False), rv.image_os
+    return None
+
+
+def choose_os(ctx: Context, out: Findings) -> None:
+    """``[base] os`` absent: when the default OS has no image for the plan's toolkit, use one that has.
+
+    Absent means the loader recorded ``base.os`` as ``default`` (a profile or a parent it extends that
+    sets ``os`` keeps it, and is refused as before when the image does not exist).  Among the OSes the
+    image exists for, one that provisions ``python.version`` and has the glibc the torch wheels need
+    comes first, then the newest in the catalog's order.
+    """
+    if ctx.profile.base.image or ctx.profile.sources.get("base.os") != "default":
+        return
+    needed = _needed_image(ctx, ctx.os.id)
+    if needed is None or ctx.os.id in needed[2]:
+        return
+    candidates = [o for o in ctx.catalog.oses if o.id in needed[2]]
+    if not candidates:
+        return
+    min_glibc = ctx.release.min_glibc if ctx.release is not None else "0"
+
+    def fits(o: OsEntry) -> bool:
+        return ctx.python in o.pythons and version_tuple(o.glibc) >= version_tuple(min_glibc)
+
+    chosen = [o for o in candidates if fits(o)] or candidates
+    pick = chosen[-1]
+    what, _, oses = needed
+    image = _needed_image(ctx, pick.id)
+    assert image is not None
+    out.info(
+        "I-OS-DERIVED",
+        f"base.os not set: using {pick.id}, because the default {ctx.os.id} has no {what} image; the "
+        f"catalog has one for {', '.join(oses)} ({image[1]}). Set base.os to choose another",
+    )
+    ctx.os = pick
 
 
 def _other_variants(ctx: Context) -> str:

@@ -76,10 +76,12 @@ CODES: dict[str, str] = {
     "I-HASH-MODE": "a hash-locked input: the bundle installs in hash-checking mode once locked",
     "I-LOT-IDLE": "the lots ordered hold more cards (devices) than the job uses: how many stay idle",
     "I-NOT-RESOLVED": "check judged the declared lines only; --resolve / lock resolve every distribution",
+    "I-OS-DERIVED": "base.os not set and the default OS has no image for the toolkit: an OS that has one",
     "I-PIN-UNCONFIRMED": "a companion pin follows the pairing rule without a stored source",
     "I-RESOLVED": "every distribution resolves for the image's target (check --resolve)",
     "I-REQ-SUPERSEDED": "a user requirement is replaced by an exact torch-family pin",
     "I-ROCM-HOST": "ROCm target: the host's amdgpu driver must support the image's ROCm (no NVIDIA advice)",
+    "I-TORCH-DEFAULT": "kind pytorch without torch.version: the newest release the catalog has confirmed",
     "I-TORCH-PATCH": "a torch series resolved to its newest patch",
     "I-VARIANT-DERIVED": "the CUDA/ROCm version was derived (no accelerator.version)",
 }

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from envbuild.catalog import CudaWheel
+from envbuild.catalog import CudaWheel, PatchEntry, Release
 from envbuild.plan.context import Context
+from envbuild.plan.environment import choose_os
 from envbuild.plan.findings import Findings
 from envbuild.plan.suggest import cuda_name, cuda_wheels_for, no_cuda_wheel, releases_with, unknown_torch
 from envbuild.plan.versions import cubin_covers, version_choices, version_tuple
@@ -30,8 +32,84 @@ def _has_rocm_image(ctx: Context, variant: str) -> bool:
     return rv is not None and ctx.os.id in rv.image_os
 
 
+def _cuda_variant(wanted: str) -> str:
+    """``12.8`` / ``12.8.1`` -> ``cu128``."""
+    parts = wanted.split(".")
+    return "cu" + "".join(parts[:2]) if len(parts) >= 2 else "cu" + wanted
+
+
+def confirmed_releases(ctx: Context) -> list[tuple[Release, PatchEntry]]:
+    """Confirmed patches (a ``ga`` release, its patch row not ``unconfirmed``), newest first."""
+    found = [
+        (rel, patch)
+        for rel in ctx.catalog.releases
+        if rel.status == "ga"
+        for patch in rel.patch
+        if patch.tier != "unconfirmed"
+    ]
+    return sorted(found, key=lambda rp: Version(rp[1].version), reverse=True)
+
+
+def _publishes(ctx: Context, rel: Release, patch: PatchEntry, wanted: str) -> bool:
+    """The release publishes wheels for ``accelerator.version`` on the profile's backend."""
+    if ctx.backend == "cuda":
+        return any(w.variant == _cuda_variant(wanted) for w in cuda_wheels_for(rel, patch.version))
+    if ctx.backend == "rocm":
+        return any(_rocm_matches(w.variant, wanted) for w in rel.rocm)
+    return True
+
+
+def _declares_torch(ctx: Context) -> bool:
+    """A requirement line names torch (W-TORCH-UNDECLARED speaks for it)."""
+    return any(
+        line.kind == "requirement" and line.name and canonicalize_name(line.name) == "torch"
+        for line in ctx.profile.python.lines
+    )
+
+
+def default_torch(ctx: Context, out: Findings) -> str | None:
+    """``kind = "pytorch"`` without ``torch.version``: the newest release the catalog has confirmed.
+
+    With ``accelerator.version`` set, the newest confirmed release that publishes that variant (when
+    one does).  Nothing when the profile names torch in its requirements instead (that line is judged
+    as before) or the catalog confirms no release.
+    """
+    if ctx.profile.kind != "pytorch" or ctx.profile.torch.version is not None or _declares_torch(ctx):
+        return None
+    confirmed = confirmed_releases(ctx)
+    if not confirmed:
+        return None
+    newest = confirmed[0][1].version
+    chosen, why = newest, "the newest release the catalog has confirmed"
+    wanted = ctx.profile.accelerator.version
+    if wanted and ctx.backend in {"cuda", "rocm"}:
+        kind = "CUDA" if ctx.backend == "cuda" else "ROCm"
+        fitting = [p.version for r, p in confirmed if _publishes(ctx, r, p, wanted)]
+        if fitting and fitting[0] != newest:
+            chosen = fitting[0]
+            why = (
+                f"the newest confirmed release with {kind} {wanted} wheels "
+                f"(accelerator.version; the newest confirmed release is {newest})"
+            )
+        elif fitting:
+            why += f", and it publishes {kind} {wanted} wheels"
+    out.info(
+        "I-TORCH-DEFAULT",
+        f'kind = "pytorch" without torch.version: installing torch {chosen}, {why}; set torch.version '
+        "to choose another release",
+    )
+    return chosen
+
+
 def resolve_torch(ctx: Context, out: Findings) -> None:
-    spec = ctx.profile.torch.version
+    """torch release, wheel variant and toolkit; then, with base.os absent, an OS that has its image."""
+    _resolve_torch(ctx, out)
+    if ctx.patch is not None:
+        choose_os(ctx, out)
+
+
+def _resolve_torch(ctx: Context, out: Findings) -> None:
+    spec = ctx.profile.torch.version or default_torch(ctx, out)
     if spec is None:
         return
     version, _, local = spec.partition("+")
@@ -43,12 +121,6 @@ def resolve_torch(ctx: Context, out: Findings) -> None:
     if len(Version(version).release) == 2:
         out.info(
             "I-TORCH-PATCH", f"torch.version {version} resolved to {ctx.patch.version}, the newest patch."
-        )
-    if ctx.release.status != "ga":
-        out.warning(
-            "W-TORCH-UNCONFIRMED",
-            f"torch {ctx.patch.version}: wheels not confirmed in a stored source ({ctx.release.source}); "
-            "verify the index before ordering",
         )
     if local:
         out.warning(
@@ -67,6 +139,25 @@ def resolve_torch(ctx: Context, out: Findings) -> None:
                 "W-VERSION-IGNORED",
                 f"accelerator.version {ctx.profile.accelerator.version!r} is ignored for the cpu backend",
             )
+    _warn_unconfirmed(ctx, out)
+
+
+def _warn_unconfirmed(ctx: Context, out: Findings) -> None:
+    """W-TORCH-UNCONFIRMED for a release whose wheels are not confirmed, naming the chosen variant's row."""
+    assert ctx.release is not None and ctx.patch is not None
+    if ctx.release.status == "ga":
+        return
+    row = ctx.cuda_wheel or ctx.rocm_wheel
+    variant = (
+        f"; {ctx.variant}: {row.source} [{row.tier}]"
+        if row is not None and ctx.variant == row.variant
+        else ""
+    )
+    out.warning(
+        "W-TORCH-UNCONFIRMED",
+        f"torch {ctx.patch.version}: wheels not confirmed in a stored source ({ctx.release.source}"
+        f"{variant}); verify the index before ordering",
+    )
 
 
 def _resolve_cuda_variant(ctx: Context, out: Findings) -> None:
@@ -77,7 +168,7 @@ def _resolve_cuda_variant(ctx: Context, out: Findings) -> None:
     wanted = ctx.profile.accelerator.version
     if wanted:
         parts = wanted.split(".")
-        variant = "cu" + "".join(parts[:2]) if len(parts) >= 2 else "cu" + wanted
+        variant = _cuda_variant(wanted)
         wheel = next((w for w in available if w.variant == variant), None)
         ctx.variant = variant
         ctx.toolkit = ctx.catalog.cuda_toolkit(variant)
@@ -185,6 +276,11 @@ def _resolve_rocm_variant(ctx: Context, out: Findings) -> None:
 
 def resolve_toolkit_without_torch(ctx: Context, out: Findings) -> None:
     """No torch: pick the toolkit/ROCm version for the base image (Blender, plain Ubuntu with a GPU)."""
+    _toolkit_without_torch(ctx, out)
+    choose_os(ctx, out)
+
+
+def _toolkit_without_torch(ctx: Context, out: Findings) -> None:
     wanted = ctx.profile.accelerator.version
     if ctx.backend == "cpu" and wanted:
         out.warning("W-VERSION-IGNORED", f"accelerator.version {wanted!r} is ignored for the cpu backend")
