@@ -296,3 +296,12 @@ def test_a_pin_and_a_range_that_excludes_it_conflict_before_any_index() -> None:
     ok = check(profile(backend="cpu", targets=(), torch=None, lines=compatible))
     assert ok.ok and "E-REQ-CONFLICT" not in {f.code for f in ok.findings}
     assert "I-NOT-RESOLVED" in {f.code for f in ok.findings}  # check never claims pip can install it
+
+
+def test_an_unknown_target_gets_a_did_you_mean() -> None:
+    with pytest.raises(
+        UsageError, match=r"unknown target '4090' \(did you mean 'rtx4090'\?\); valid targets:"
+    ):
+        check(profile(), targets=["4090"])
+    with pytest.raises(UsageError, match=r"unknown target 'zzz'; valid targets:"):  # nothing close: no guess
+        check(profile(), targets=["zzz"])

@@ -34,6 +34,7 @@ Decisions (documented here, tested in tests/test_plan_*.py and tests/test_compat
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 
 from envbuild.catalog import load_catalog
@@ -64,8 +65,10 @@ def check(profile: Profile, targets: Sequence[str] | None = None, driver: str | 
     unknown = [i for i in ids if catalog.card(i) is None]
     if unknown:
         where = "--target" if targets else f"{profile.path}: accelerator.targets"
+        close = difflib.get_close_matches(unknown[0], catalog.card_ids(), n=2, cutoff=0.6)
+        hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
         raise UsageError(
-            f"{where}: unknown target {unknown[0]!r}; valid targets: {choices(catalog.card_ids())} "
+            f"{where}: unknown target {unknown[0]!r}{hint}; valid targets: {choices(catalog.card_ids())} "
             "(see `envbuild targets`)"
         )
     cards = [c for i in ids if (c := catalog.card(i)) is not None]
