@@ -1,4 +1,4 @@
-"""Locate files that ship with envbuild: templates, built-in profiles and catalog data.
+"""Locate files that ship with envbuild (templates, built-in profiles, catalog data) and its cache.
 
 In a wheel, ``templates/`` and ``profiles/`` are packaged under ``envbuild/_data/``; in a checkout
 (or an editable install) they are the top-level folders beside the package.
@@ -6,6 +6,7 @@ In a wheel, ``templates/`` and ``profiles/`` are packaged under ``envbuild/_data
 
 from __future__ import annotations
 
+import os
 from functools import cache
 from pathlib import Path
 
@@ -34,3 +35,15 @@ def profiles_dir() -> Path:
 def catalog_dir() -> Path:
     """Catalog data files (TOML, one source per row) live inside the package."""
     return _PACKAGE / "data"
+
+
+def cache_dir() -> Path:
+    """envbuild's per-user cache: ``$XDG_CACHE_HOME/envbuild``, or ``~/.cache/envbuild`` when the
+    variable is unset, empty or relative (as the XDG base directory spec says).
+
+    It holds only what envbuild can rebuild (validated catalog files, compiled templates); deleting it
+    costs the next start its time.  Raises RuntimeError when there is no home folder to default to.
+    """
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
+    return base / "envbuild"

@@ -10,8 +10,8 @@ loads them once (cached) into typed frozen models and answers look-ups for the p
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
@@ -162,7 +162,7 @@ class Catalog:
         )
 
 
-@cache
+@functools.cache  # not `from functools import cache`: that name is the submodule .cache
 def _load(directory: Path) -> Catalog:
     cards, torch, toolkits, platform, blender, prices = load_files(directory)
     return Catalog(

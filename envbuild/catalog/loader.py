@@ -2,16 +2,21 @@
 
 A malformed row raises :class:`envbuild.errors.CatalogError` naming the file, the row (with its id)
 and the key; that is a bug in envbuild's shipped data, never in the user's input.
+
+A file already validated, byte for byte, by the same models and versions is read back from the
+per-user cache (:mod:`envbuild.catalog.cache`) instead of being parsed and validated again; the
+cross-checks between files run on every load.
 """
 
 from __future__ import annotations
 
-import sys
+import io
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from envbuild.catalog import cache
 from envbuild.catalog.models import (
     BlenderCatalog,
     CardEntry,
@@ -23,11 +28,6 @@ from envbuild.catalog.models import (
     TorchCatalog,
 )
 from envbuild.errors import CatalogError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -76,10 +76,33 @@ def _row_label(data: Any, loc: tuple[int | str, ...]) -> str:
 
 
 def _load(path: Path, model: type[M]) -> M:
+    """``path`` validated as ``model``: from the cache when it holds these bytes, else in full."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = path.read_bytes()
     except OSError as exc:
         raise CatalogError(f"{path}: cannot read catalog file: {exc.strerror or exc}") from None
+    key = cache.cache_key(raw, model)
+    cached = cache.load(path, model, key)
+    if cached is not None:
+        return cached
+    obj = _validate(path, raw, model)
+    cache.store(path, model, key, obj)
+    return obj
+
+
+def _validate(path: Path, raw: bytes, model: type[M]) -> M:
+    """Parse and validate every row of ``path`` (whose bytes are ``raw``) as ``model``."""
+    import sys
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        import tomli as tomllib
+
+    # Decoded exactly as Path.read_text(encoding="utf-8") would (universal newlines).
+    text = io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8").read()
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise CatalogError(f"{path}: not valid TOML: {exc}") from None
     try:
