@@ -1,4 +1,4 @@
-"""The per-user cache of validated catalog files (envbuild/catalog/cache.py).
+"""The per-user cache of validated catalog files (envbuild/catalog/cache.py) and of compiled templates.
 
 A slot is used only when it carries the key of the bytes being loaded (and of the models and versions);
 anything else -- another key, a truncated or corrupt slot, a slot others can write -- is a full
@@ -249,3 +249,22 @@ def test_check_gives_the_same_plan_cold_warm_and_with_a_corrupt_cache(xdg: Path)
     outputs.append(proc.stdout)
     assert outputs[0] == outputs[1] == outputs[2]
     assert json.loads(outputs[0])["plan"]["profile"]["name"] == "pytorch"
+
+
+def test_render_gives_the_same_bundle_with_compiled_templates_cached(xdg: Path, tmp_path: Path) -> None:
+    home = xdg.parent
+
+    def bundle(name: str) -> dict[str, bytes]:
+        out = tmp_path / name
+        proc = _envbuild(home, "render", "pytorch", "--out", str(out), "--force")
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+    cold = bundle("cold")
+    compiled = list((xdg / "jinja").rglob("*.cache"))
+    assert compiled, "render stores its compiled templates"
+    warm = bundle("warm")
+    for path in compiled:
+        path.write_bytes(path.read_bytes()[:40])  # corrupt every compiled template
+    corrupt = bundle("corrupt")
+    assert cold == warm == corrupt
