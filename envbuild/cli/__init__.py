@@ -7,6 +7,7 @@ imports torch or docker at start-up: ``check`` and ``render`` must stay fast in 
 from __future__ import annotations
 
 import functools
+import importlib
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -36,15 +37,49 @@ def handle_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# Each command's module, imported when the command is looked up: a cold `check` does not pay for the
+# modules of `build` or `validate`.  A name not listed here (a typo, or a command added without an
+# entry) loads every module first, so no command can go missing.
+COMMAND_MODULES = {
+    "build": "_build",
+    "check": "_check",
+    "fetch": "_build",
+    "lock": "_lock",
+    "profiles": "_profiles",
+    "render": "_render",
+    "report": "_validate",
+    "targets": "_catalog",
+    "validate": "_validate",
+}
+MODULES = ("_build", "_catalog", "_check", "_lock", "_profiles", "_render", "_validate")
+
+
+class _LazyGroup(click.Group):
+    def _load(self, modules: tuple[str, ...]) -> None:
+        for module in modules:
+            importlib.import_module(f"{__name__}.{module}")
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMAND_MODULES.get(cmd_name)
+        self._load((module,) if module else MODULES)
+        command = super().get_command(ctx, cmd_name)
+        if command is None and module:
+            self._load(MODULES)
+            command = super().get_command(ctx, cmd_name)
+        return command
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._load(MODULES)
+        return super().list_commands(ctx)
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="envbuild")
 def cli() -> None:
     """Render, build and validate containerised GPU environments for rented machines."""
 
 
 def main() -> None:
-    from envbuild.cli import _build, _catalog, _check, _lock, _profiles, _render, _validate  # noqa: F401
-
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Exit as exc:
