@@ -48,7 +48,7 @@ def test_check_human_output() -> None:
 
 
 def test_driver_ok_exit_0() -> None:
-    proc = run("check", "pytorch", "--driver", "570.124.06", "--json")
+    proc = run("check", "pytorch", "--driver", "580.95.05", "--json")
     assert proc.returncode == 0, proc.stdout
     assert "I-DRIVER-UNKNOWN" not in proc.stdout
 

@@ -54,7 +54,7 @@ def test_pytorch() -> None:
     p = load_profile("pytorch")
     assert (p.base.os, p.accelerator.backend, p.python.version) == ("ubuntu24.04", "cuda", "3.12")
     assert (p.torch.version, p.torch.packages, p.accelerator.targets) == (
-        "2.7.1",
+        "2.14.1",
         ("torchvision",),
         ("h100",),
     )
@@ -70,7 +70,9 @@ def test_blender() -> None:
 def test_custom_extends_pytorch_and_adds_everything() -> None:
     p, parent = load_profile("custom"), load_profile("pytorch")
     assert p.extends == "pytorch" and p.kind == "custom"
-    assert p.torch == parent.torch and p.base == parent.base
+    # its own torch (the flash-attn wheel is built for torch 2.7 / CUDA 12), the parent's companions
+    assert (p.torch.version, p.accelerator.version) == ("2.7.1", "12.8")
+    assert p.torch.packages == parent.torch.packages and p.base == parent.base
     assert p.python.packages[: len(parent.python.packages)] == parent.python.packages
     url_lines = [line for line in p.python.lines if " @ https://" in line.text]
     assert url_lines, "custom must show a direct wheel URL"
@@ -83,7 +85,8 @@ def test_custom_extends_pytorch_and_adds_everything() -> None:
     assert [c.name for c in p.checks] == ["pilot"] and p.checks[0].expect_files
     assert p.app.source is not None and (profiles_dir() / p.app.source / "src" / "pilot.py").is_file()
     assert (profiles_dir() / p.app.source / "config" / "pilot.json").is_file()
-    assert p.sources["torch.version"] == "extends:builtin:pytorch"
+    assert p.sources["torch.packages"] == "extends:builtin:pytorch"
+    assert p.sources["torch.version"] == "profile:builtin:custom"
 
 
 def test_pytorch_cpu_is_buildable_offline() -> None:
