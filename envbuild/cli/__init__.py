@@ -7,6 +7,7 @@ imports torch or docker at start-up: ``check`` and ``render`` must stay fast in 
 from __future__ import annotations
 
 import functools
+import gc
 import importlib
 import sys
 from collections.abc import Callable
@@ -80,6 +81,17 @@ def cli() -> None:
 
 
 def main() -> None:
+    try:
+        _main()
+    finally:
+        # The process ends here.  Freezing the heap spares the interpreter's last full garbage
+        # collection, which walks every object the imports made (pydantic's schemas among them): ~30 ms
+        # of a cold `check`.  Objects still referenced are torn down as before, atexit handlers and the
+        # flushing of stdout/stderr still run; only unreachable cycles are left to the OS at exit.
+        gc.freeze()
+
+
+def _main() -> None:
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Exit as exc:
