@@ -63,7 +63,7 @@ def test_build_profile_ref_checks_arguments_before_rendering(tmp_path: Path) -> 
         timeout=120,
     )
     assert proc.returncode == 2 and "--tag: 'BAD TAG'" in proc.stderr
-    assert not (tmp_path / "envbuild").exists()  # nothing rendered, nothing fetched
+    assert not (tmp_path / "envbuild" / "bundles").exists()  # nothing rendered, nothing fetched
 
 
 def test_build_without_engine_exits_3_before_rendering(tmp_path: Path) -> None:
@@ -77,7 +77,7 @@ def test_build_without_engine_exits_3_before_rendering(tmp_path: Path) -> None:
     assert proc.returncode == 3, proc.stderr
     assert "cannot reach the Docker engine at unix:///nonexistent/docker.sock" in proc.stderr
     assert "scripts/docker-engine.sh" in proc.stderr and "Traceback" not in proc.stderr
-    assert not (tmp_path / "envbuild").exists()  # nothing rendered, nothing fetched
+    assert not (tmp_path / "envbuild" / "bundles").exists()  # nothing rendered, nothing fetched
 
 
 @pytest.fixture()
