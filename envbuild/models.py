@@ -146,7 +146,27 @@ class Profile(Frozen):
 # --------------------------------------------------------------------------------------------------
 
 
-class Card(Frozen):
+class Devices:
+    """What a card is to the OS and torch: one device, or several (an MI250X is two GCDs of 64 GiB).
+
+    Shared by catalog cards, plan cards and lock targets; the fields are the models' own."""
+
+    memory_gib: float
+    cards_per_lot: int
+    devices_per_card: int
+    device_memory_gib: float | None
+
+    @property
+    def memory_per_device(self) -> float:
+        """GiB of one device as the OS and torch see it (a whole card unless it has several)."""
+        return self.device_memory_gib if self.device_memory_gib is not None else self.memory_gib
+
+    @property
+    def devices_per_lot(self) -> int:
+        return self.cards_per_lot * self.devices_per_card
+
+
+class Card(Frozen, Devices):
     id: str  # "h100", "b200", "rtx4090", "mi300x", "cpu"
     name: str
     vendor: Vendor
@@ -161,14 +181,6 @@ class Card(Frozen):
     source: str
     devices_per_card: int = 1  # devices the OS and torch see per card (MI250X: 2 GCDs)
     device_memory_gib: float | None = None  # GiB per device; None: the whole card is one device
-
-    @property
-    def memory_per_device(self) -> float:
-        return self.device_memory_gib if self.device_memory_gib is not None else self.memory_gib
-
-    @property
-    def devices_per_lot(self) -> int:
-        return self.cards_per_lot * self.devices_per_card
 
 
 class LotPrice(Frozen):
@@ -251,7 +263,7 @@ class CheckResult(Frozen):
 # --------------------------------------------------------------------------------------------------
 
 
-class LockTarget(Frozen):
+class LockTarget(Frozen, Devices):
     id: str
     name: str
     vendor: Vendor
@@ -260,14 +272,6 @@ class LockTarget(Frozen):
     cards_per_lot: int
     devices_per_card: int = 1  # what torch sees per card (MI250X: 2 GCDs)
     device_memory_gib: float | None = None  # per device when a card is several
-
-    @property
-    def memory_per_device(self) -> float:
-        return self.device_memory_gib if self.device_memory_gib is not None else self.memory_gib
-
-    @property
-    def devices_per_lot(self) -> int:
-        return self.cards_per_lot * self.devices_per_card
 
 
 class LockPackage(Frozen):

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from envbuild.models import Card, OsId, Vendor
+from envbuild.models import Card, Devices, OsId, Vendor
 
 Tier = Literal["P", "S", "unconfirmed"]
 
@@ -49,7 +49,7 @@ def sm_cc(arch: str) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
-class CardEntry(Row):
+class CardEntry(Row, Devices):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
     name: str
     vendor: Vendor
@@ -78,15 +78,6 @@ class CardEntry(Row):
                 f"{self.device_memory_gib:g} GiB is not memory_gib ({self.memory_gib:g} GiB)"
             )
         return self
-
-    @property
-    def memory_per_device(self) -> float:
-        """GiB of one device as the OS and torch see it (a whole card unless it has several)."""
-        return self.device_memory_gib if self.device_memory_gib is not None else self.memory_gib
-
-    @property
-    def devices_per_lot(self) -> int:
-        return self.cards_per_lot * self.devices_per_card
 
     @field_validator("arch")
     @classmethod
