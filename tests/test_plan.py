@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from envbuild.catalog import CardEntry, load_catalog
@@ -305,3 +307,26 @@ def test_an_unknown_target_gets_a_did_you_mean() -> None:
         check(profile(), targets=["4090"])
     with pytest.raises(UsageError, match=r"unknown target 'zzz'; valid targets:"):  # nothing close: no guess
         check(profile(), targets=["zzz"])
+
+
+def test_an_inherited_version_of_another_backend_is_named_and_ignored(tmp_path: Path) -> None:
+    """The issue's case: extending pytorch (CUDA 13.0) with backend = "rocm" works in one round."""
+    from envbuild.profile import load_profile
+
+    def write(name: str, accelerator: str) -> Path:
+        path = tmp_path / f"{name}.toml"
+        path.write_text(
+            f'name = "{name}"\nkind = "pytorch"\nextends = "pytorch"\n[accelerator]\n{accelerator}'
+        )
+        return path
+
+    rocm = check(load_profile(str(write("r", 'backend = "rocm"\ntargets = ["mi300x"]\n'))))
+    (f,) = [f for f in rocm.findings if f.code == "I-VERSION-INHERITED"]
+    assert f.message.startswith("accelerator.version '13.0' is inherited from builtin:pytorch")
+    assert rocm.ok and rocm.plan.torch_variant is not None and rocm.plan.torch_variant.startswith("rocm")
+    # set in the profile itself: not second-guessed
+    own = check(load_profile(str(write("o", 'backend = "rocm"\nversion = "13.0"\ntargets = ["mi300x"]\n'))))
+    assert "E-VARIANT-UNAVAILABLE" in {f.code for f in own.findings}
+    # inherited and valid for the backend: kept
+    cuda = check(load_profile(str(write("c", 'backend = "cuda"\ntargets = ["b200"]\n'))))
+    assert cuda.plan.torch_variant == "cu130" and "I-VERSION-INHERITED" not in {f.code for f in cuda.findings}

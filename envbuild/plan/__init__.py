@@ -37,7 +37,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Sequence
 
-from envbuild.catalog import load_catalog
+from envbuild.catalog import Catalog, load_catalog
 from envbuild.errors import CatalogError, UsageError, choices
 from envbuild.models import CheckResult, Plan, Profile
 from envbuild.plan import abi, environment, hardware, packages, resolve
@@ -54,6 +54,30 @@ def _targets(profile: Profile, targets: Sequence[str] | None) -> list[str]:
     """Card ids, de-duplicated in order; ``--target`` values are matched case-insensitively."""
     ids = [t.strip().lower() for t in targets] if targets else list(profile.accelerator.targets)
     return list(dict.fromkeys(ids))
+
+
+def _without_foreign_version(profile: Profile, catalog: Catalog, out: Findings) -> Profile:
+    """An ``accelerator.version`` inherited through ``extends`` that names no version of this profile's
+    backend (a parent's CUDA 13.0 under ``backend = "rocm"``) is dropped, saying where it came from, and
+    the version is derived from the torch release as if it were unset."""
+    acc = profile.accelerator
+    source = profile.sources.get("accelerator.version", "")
+    if acc.version is None or acc.backend == "cpu" or not source.startswith("extends:"):
+        return profile
+    if acc.backend == "cuda":
+        known = catalog.cuda_toolkit("cu" + acc.version.replace(".", "")) is not None
+    else:
+        known = catalog.rocm_version("rocm" + acc.version) is not None
+    if known:
+        return profile
+    parent = source.removeprefix("extends:")
+    out.info(
+        "I-VERSION-INHERITED",
+        f"accelerator.version {acc.version!r} is inherited from {parent} and is not a {acc.backend.upper()} "
+        f"version; it is ignored for backend {acc.backend!r} and the version is derived from the torch "
+        "release (set accelerator.version in this profile to choose one)",
+    )
+    return profile.model_copy(update={"accelerator": acc.model_copy(update={"version": None})})
 
 
 def check(profile: Profile, targets: Sequence[str] | None = None, driver: str | None = None) -> CheckResult:
@@ -80,6 +104,7 @@ def check(profile: Profile, targets: Sequence[str] | None = None, driver: str | 
         raise CatalogError(f"platform.toml: no row for OS {profile.base.os!r}")
 
     out = Findings()
+    profile = _without_foreign_version(profile, catalog, out)
     ctx = Context(catalog=catalog, profile=profile, cards=cards, os=os_entry, driver=driver)
     resolve.resolve_torch(ctx, out)
     if ctx.patch is None:
