@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-USER_AGENT = "envbuild (+https://github.com/envbuild)"
+from envbuild import __version__
+
+USER_AGENT = f"envbuild/{__version__}"
 TIMEOUT_S = 60.0
 
 
@@ -30,8 +32,7 @@ def cert_file() -> str | None:
 
 
 def ssl_context() -> ssl.SSLContext:
-    context = ssl.create_default_context(cafile=cert_file(), capath=os.environ.get("SSL_CERT_DIR") or None)
-    return context
+    return ssl.create_default_context(cafile=cert_file(), capath=os.environ.get("SSL_CERT_DIR") or None)
 
 
 def redact_url(url: str) -> str:

@@ -14,12 +14,11 @@ target's file(s) and their sha256, or error findings naming what cannot work and
 from __future__ import annotations
 
 import re
-import shlex
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 from urllib.parse import unquote, urlsplit
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
@@ -48,6 +47,8 @@ from envbuild.models import (
     RequirementLine,
 )
 from envbuild.net import redact_url
+from envbuild.plan.packages import PYPI
+from envbuild.render.requirements import option_words
 
 _NAME_IN_TEXT = re.compile(
     r"(?<![\w./-])([A-Za-z0-9][A-Za-z0-9._-]*)"
@@ -86,20 +87,12 @@ class Resolved:
         return not any(f.severity == "error" for f in self.findings)
 
 
-def _words(line: RequirementLine) -> list[str]:
-    try:
-        words = shlex.split(line.text)
-    except ValueError:
-        return []
-    if words and words[0].startswith("--") and "=" in words[0]:
-        name, _, value = words[0].partition("=")
-        words = [name, value, *words[1:]]
-    return words
+IndexesFrom = Literal["bundle", "command line"]
 
 
 def sources_for(
     lock: Lock, index_urls: Iterable[str] = (), find_links: Iterable[str] = ()
-) -> tuple[Sources, str]:
+) -> tuple[Sources, IndexesFrom]:
     """The indexes and find-links of the lock (or the command line's), and where the indexes came from."""
     index_urls = tuple(index_urls)
     found_links = list(find_links)
@@ -108,13 +101,14 @@ def sources_for(
     for line in lock.declared:
         if line.kind != "option":
             continue
-        words = _words(line)
+        words = option_words(line)
         if len(words) >= 2 and words[0] in ("-i", "--index-url", "--extra-index-url"):
             declared_indexes.append(words[1])
         elif len(words) >= 2 and words[0] in ("-f", "--find-links"):
             found_links.append(words[1])
         elif words[:1] == ["--pre"]:
             prerelease = True
+    origin: IndexesFrom
     if index_urls:
         urls, origin = index_urls, "command line"
     else:
@@ -122,7 +116,7 @@ def sources_for(
         extra = [i.url for i in lock.index_urls if not i.primary]
         urls = tuple(dict.fromkeys([*primary, *extra, *declared_indexes]))
         if not urls:
-            urls = ("https://pypi.org/simple",)
+            urls = (PYPI,)
         origin = "bundle"
     return Sources(tuple(urls), tuple(dict.fromkeys(found_links)), prerelease), origin
 
@@ -333,7 +327,7 @@ def resolve(
         wheel_tags=target.platform_tags,
         index_urls=tuple(redact_url(u) for u in sources.index_urls),
         find_links=tuple(redact_url(f) for f in sources.find_links),
-        indexes_from="command line" if indexes_from == "command line" else "bundle",
+        indexes_from=indexes_from,
     )
     constraints = [bundle / c for c in lock.constraint_files] if bundle is not None else []
     missing = [str(p) for p in constraints if not p.is_file()]
@@ -365,11 +359,8 @@ def resolve(
             return Resolved((), tuple(conflict_findings(failed.text, lock, target, sources)), resolution)
     annotations = parse_annotated(raw.annotated)
     dists, source_only = distributions_from(raw.pylock, annotations, lock, target)
-    findings: list[Finding] = []
-    if source_only:
-        findings += conflict_findings(
-            " ".join(f"{n} has no usable wheels" for n in source_only), lock, target, sources
-        )
+    origins = _origins(lock)
+    findings = [source_only_finding(n, origins.get(n, []), target, sources) for n in source_only]
     mismatch = sorted({d.name for d in dists} ^ (set(annotations) - set(source_only)))
     if mismatch:
         raise ResolveError(f"the resolver's two outputs disagree on: {', '.join(mismatch)}; run lock again")

@@ -57,11 +57,8 @@ def _sdist_urls(index: str, name: str) -> list[tuple[str, str]]:
     page = index.rstrip("/") + f"/{name}/"
     with open_url(page, accept=_ACCEPT, timeout=20) as response:
         body = response.read(8 << 20)
-        kind = (
-            str(getattr(response, "headers", {}).get("Content-Type", ""))
-            if hasattr(response, "headers")
-            else ""
-        )
+        headers = getattr(response, "headers", None)  # a file:// index has none
+        kind = str(headers.get("Content-Type", "")) if headers is not None else ""
     found: list[tuple[str, str]] = []
     if "json" in kind:
         for entry in json.loads(body).get("files", []):

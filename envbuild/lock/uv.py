@@ -15,6 +15,7 @@ resolution depends on the bundle and the command line only.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -46,6 +47,7 @@ def uv_binary() -> str:
     raise LockError("the resolver uv is not installed: `pip install uv` (envbuild depends on it)")
 
 
+@functools.cache
 def uv_version(binary: str) -> str:
     proc = subprocess.run([binary, "--version"], capture_output=True, text=True, check=False)
     words = proc.stdout.split()
@@ -150,11 +152,8 @@ def run_uv(command: list[str], input_file: Path, work: Path) -> RawResolution:
         for argv in runs
     ]
     outputs = [proc.communicate() for proc in procs]
-    for proc, (_out, err) in zip(procs, outputs, strict=True):
+    for proc, (_out, err) in zip(procs, outputs, strict=True):  # both have ended
         if proc.returncode != 0:
-            for other in procs:
-                if other.poll() is None:
-                    other.kill()
             raise ResolverFailed(clean_message(err) or f"uv exited {proc.returncode} without a message")
     try:
         pylock = tomllib.loads(pylock_path.read_text(encoding="utf-8"))

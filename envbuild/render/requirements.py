@@ -51,8 +51,12 @@ INDEX_URL_OPTIONS = frozenset({"-i", "--index-url"})
 INDEX_OPTIONS = INDEX_URL_OPTIONS | {"--extra-index-url"}
 
 
-def _option_words(line: RequirementLine) -> list[str]:
-    words = shlex.split(line.text, comments=False, posix=True)
+def option_words(line: RequirementLine) -> list[str]:
+    """An option line's words, ``--name=value`` split into ``--name value`` ([] when it does not split)."""
+    try:
+        words = shlex.split(line.text, comments=False, posix=True)
+    except ValueError:
+        return []
     if words and "=" in words[0] and words[0].startswith("--"):
         name, _, value = words[0].partition("=")
         words = [name, value, *words[1:]]
@@ -102,7 +106,7 @@ def generate(plan: Plan, command: str, constraints: tuple[Constraint, ...] | Non
         if line.kind == "requirement":
             kept.append(line)
             continue
-        words = _option_words(line) if line.kind == "option" else []
+        words = option_words(line) if line.kind == "option" else []
         origin = comment(line.origin, "origin")
         if line.kind == "include":
             yield f"# {origin}: {comment(line.text, origin)} (expanded: its lines follow in declared order)"
