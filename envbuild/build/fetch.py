@@ -9,18 +9,18 @@ plus its runtime dependencies, for the validator's separate venv in the image.  
 
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from envbuild.build.context import check_bundle
 from envbuild.build.selfwheel import build_self_wheel
 from envbuild.build.wheelhouse import download_locked
+from envbuild.digest import sha256_file
 from envbuild.errors import BuildError, BundleError
 from envbuild.lock.target import Target
 from envbuild.models import Finding, Lock, OsId
@@ -59,16 +59,14 @@ def tools_command(self_wheel: Path, dest: Path, lock: Lock, python: str = sys.ex
     return [python, "-m", "pip", "download", "--dest", str(dest), *target_args(lock), str(self_wheel)]
 
 
-def write_sha256sums(folder: Path) -> tuple[str, ...]:
-    """Write ``folder/SHA256SUMS`` for every ``*.whl`` in it; return the wheel names."""
+def write_sha256sums(folder: Path, known: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """Write ``folder/SHA256SUMS`` for every ``*.whl`` in it; return the wheel names.
+
+    ``known`` (file name -> sha256) are digests already checked, e.g. by the locked download: those
+    files are not read again."""
+    known = known or {}
     names = sorted(p.name for p in folder.glob("*.whl") if p.is_file())
-    lines = []
-    for name in names:
-        digest = hashlib.sha256()
-        with (folder / name).open("rb") as handle:
-            for chunk in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(chunk)
-        lines.append(f"{digest.hexdigest()}  {name}\n")
+    lines = [f"{known.get(name) or sha256_file(folder / name)}  {name}\n" for name in names]
     tmp = folder / "SHA256SUMS.part"
     tmp.write_text("".join(lines), encoding="utf-8")
     tmp.replace(folder / "SHA256SUMS")
@@ -131,9 +129,9 @@ def fetch(
     elif index_urls or find_links:
         say("the bundle is already locked: its files are fetched from the URLs in its lock")
     dest.mkdir(parents=True, exist_ok=True)
-    downloaded, kept = download_locked(lock, dest, say)
-    say(f"{downloaded} file(s) downloaded, {kept} already in place with the locked sha256")
-    wheels = write_sha256sums(dest)
+    got = download_locked(lock, dest, say)
+    say(f"{got.downloaded} file(s) downloaded, {got.kept} already in place with the locked sha256")
+    wheels = write_sha256sums(dest, got.sha256)
     tool_names: tuple[str, ...] = ()
     if tools:
         version = tuple(int(p) for p in lock.python_version.split(".")[:2])

@@ -75,11 +75,16 @@ def build_image(
     no_cache: bool = False,
     progress: bool = True,
     client: Any = None,
+    wheels_checked: bool = False,
 ) -> BuildResult:
-    """Build ``bundle`` as ``tag``; return what was built or raise :class:`BuildError`."""
+    """Build ``bundle`` as ``tag``; return what was built or raise :class:`BuildError`.
+
+    The wheelhouse is checked against the lock before the engine is used, unless ``wheels_checked``
+    says the caller just did (the CLI checks before it contacts the engine, or fetched them itself)."""
     certs = check_build_args(tag, base_image, network, ca_certs)
     lock = check_bundle(bundle)
-    verify_wheelhouse(lock, wheelhouse if wheelhouse is not None else bundle / "wheelhouse")
+    if not wheels_checked:
+        verify_wheelhouse(lock, wheelhouse if wheelhouse is not None else bundle / "wheelhouse")
     if lock.declared and not lock.resolved and any(line.hashes for line in lock.declared):
         raise BundleError(
             f"{bundle}: a requirement carries --hash, so pip runs in hash-checking mode and refuses every "

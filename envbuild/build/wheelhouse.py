@@ -11,21 +11,15 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
+from envbuild.digest import sha256_file
 from envbuild.errors import BuildError, BundleError
 from envbuild.models import Lock, LockedDistribution, LockedFile
 from envbuild.net import download, redact_url
 
 WORKERS = 4
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _safe_name(name: str) -> str:
@@ -37,7 +31,7 @@ def _safe_name(name: str) -> str:
 def _fetch_one(dist: LockedDistribution, file: LockedFile, dest: Path) -> bool:
     """Download ``file`` into ``dest`` unless it is there with the right hash; True when downloaded."""
     target = dest / _safe_name(file.filename)
-    if target.is_file() and file_sha256(target) == file.sha256:
+    if target.is_file() and sha256_file(target) == file.sha256:
         return False
     digest = hashlib.sha256()
     try:
@@ -58,14 +52,22 @@ def _fetch_one(dist: LockedDistribution, file: LockedFile, dest: Path) -> bool:
     return True
 
 
-def download_locked(lock: Lock, dest: Path, say: Callable[[str], None] = lambda _: None) -> tuple[int, int]:
-    """Every locked file into ``dest``; (files downloaded, files already there)."""
+@dataclass(frozen=True)
+class Downloaded:
+    downloaded: int  # files fetched now
+    kept: int  # files already in place with the locked sha256
+    sha256: dict[str, str]  # file name -> sha256, each checked against the lock
+
+
+def download_locked(lock: Lock, dest: Path, say: Callable[[str], None] = lambda _: None) -> Downloaded:
+    """Every locked file into ``dest``, each checked against its sha256."""
     jobs = [(dist, file) for dist in lock.distributions for file in dist.files]
     total = sum(f.size or 0 for _, f in jobs)
     say(f"fetching {len(jobs)} locked file(s) ({total / 1e6:.0f} MB) into {dest}")
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
         done = list(pool.map(lambda job: _fetch_one(job[0], job[1], dest), jobs))
-    return sum(done), len(done) - sum(done)
+    checked = {file.filename: file.sha256 for _, file in jobs}
+    return Downloaded(sum(done), len(done) - sum(done), checked)
 
 
 def verify_wheelhouse(lock: Lock, house: Path) -> int:
@@ -87,7 +89,7 @@ def verify_wheelhouse(lock: Lock, house: Path) -> int:
             if file.filename not in present:
                 missing.append(f"{dist.spec} ({file.filename})")
                 continue
-            got = file_sha256(house / file.filename)
+            got = sha256_file(house / file.filename)
             checked += 1
             if got != file.sha256:
                 problems.append(

@@ -107,10 +107,12 @@ def build_command(
 
     check_build_args(tag, base_image, network, ca_certs)  # before rendering, fetching or the engine
     bundle, result = resolve_source(bundle_or_profile, targets)
+    checked = False  # the wheelhouse matches the lock (checked here, or filled by fetch)
     if result is None:
         lock = check_bundle(bundle)  # an incomplete bundle or a damaged lock: exit 2 before the engine
         if not do_fetch:
             verify_wheelhouse(lock, wheelhouse if wheelhouse is not None else bundle / "wheelhouse")
+            checked = True
     api = api_client()  # no engine: say so before rendering or downloading anything
     rendered = result is not None
     if result is not None:
@@ -119,6 +121,7 @@ def build_command(
     if do_fetch is None:
         do_fetch = rendered and wheelhouse is None
     if do_fetch:
+        checked = True
         fetched = fetch(bundle, wheelhouse, index_urls=index_urls, find_links=links(find_links), say=_say)
         _say(f"fetched {len(fetched.wheels)} wheel(s) + {len(fetched.tools)} tool wheel(s)")
     house = wheelhouse if wheelhouse is not None else bundle / "wheelhouse"
@@ -142,6 +145,7 @@ def build_command(
         no_cache=no_cache,
         progress=not quiet,
         client=api,
+        wheels_checked=checked,
     )
     cached = f", {built.cached_steps}/{len(built.steps)} steps from cache" if built.steps else ""
     click.echo(

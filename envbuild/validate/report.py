@@ -7,7 +7,6 @@ reused).  Every file is written atomically (temporary file + rename) and scrubbe
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import secrets
@@ -16,6 +15,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 
+from envbuild.digest import sha256_file
 from envbuild.errors import UsageError
 from envbuild.validate.model import Report
 from envbuild.validate.redact import redact_env, redact_text
@@ -57,14 +57,6 @@ def atomic_write(path: Path, text: str) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def env_text(env: Mapping[str, str]) -> str:

@@ -8,10 +8,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from envbuild.digest import sha256_file
 from envbuild.errors import ReportError
 from envbuild.models import first_validation_error
 from envbuild.validate.model import Report
-from envbuild.validate.report import MANIFEST, sha256_file
+from envbuild.validate.report import MANIFEST
 
 _LINE = re.compile(r"^([0-9a-f]{64}) [ *](.+)$")
 
