@@ -330,3 +330,15 @@ def test_an_inherited_version_of_another_backend_is_named_and_ignored(tmp_path: 
     # inherited and valid for the backend: kept
     cuda = check(load_profile(str(write("c", 'backend = "cuda"\ntargets = ["b200"]\n'))))
     assert cuda.plan.torch_variant == "cu130" and "I-VERSION-INHERITED" not in {f.code for f in cuda.findings}
+
+
+def test_every_project_with_a_conflicting_pin_is_named() -> None:
+    lines = (
+        req("numpy==2.2.6", "numpy", "p:0"),
+        req("numpy<2", "numpy", "r.txt:1"),
+        req("tqdm==4.67.1", "tqdm", "p:1"),
+        req("tqdm<4", "tqdm", "r.txt:2"),
+    )
+    result = check(profile(backend="cpu", targets=(), torch=None, lines=lines))
+    named = [f.message.split(":", 1)[0] for f in result.findings if f.code == "E-REQ-CONFLICT"]
+    assert named == ["numpy", "tqdm"]

@@ -322,7 +322,7 @@ def check_declared_pins(ctx: Context, out: Findings) -> None:
                     f"{name}: {line.origin} pins {str(req)!r} but {other.origin} asks for {str(oreq)!r}; "
                     "no release satisfies both: keep one of the two lines",
                 )
-                return
+                break  # one finding per project; the next project may conflict too
 
 
 def note_unresolved(ctx: Context, out: Findings) -> None:
