@@ -347,8 +347,6 @@ def decide_packages(lock: Lock, facts: dict[str, Any], python: str | None = None
         check_mode=facts.get("check_mode"),
         envbuild_in_target="envbuild" in installed,
     )
-    if facts.get("requires_error"):
-        shown["requires_error"] = facts["requires_error"]
     if facts.get("shadowed"):
         shown["shadowed"] = facts["shadowed"]
     warning = (

@@ -199,13 +199,8 @@ def _packages(ctx: Context) -> StageResult:
     data = probe(ctx, "packages", "packages", {})
     names, installed = data.get("names", {}), data.get("installed", {})
     ctx.raw["pip-freeze.txt"] = "".join(f"{names.get(k, k)}=={v}\n" for k, v in sorted(installed.items()))
-    named = decide.lock_names(ctx.lock)
-    if any(decide.broken_owner(b) not in named for b in data.get("broken", [])):
-        # Does something the lock names need that distribution (a dependency of a dependency)?
-        try:
-            data["requires"] = probe(ctx, "packages", "requires", {}).get("requires", {})
-        except ProbeFailed as exc:
-            data["requires_error"] = exc.result.error
+    # data["requires"] (the probe's dependency graph) tells a broken distribution the lock needs from
+    # one it does not
     return decide.decide_packages(ctx.lock, data, ctx.python)
 
 

@@ -1,5 +1,5 @@
 # mypy: disable-error-code="import-not-found,no-untyped-call"
-"""Probe: installed distributions and their broken requirements (what ``pip check`` reports).
+"""Probe: installed distributions, what each requires, and the broken requirements (``pip check``).
 
 Requirement parsing uses ``packaging`` from the environment under test, or the copy pip vendors; when
 neither exists, requirements are checked by name only (``check_mode`` says which).
@@ -52,10 +52,16 @@ for dist in metadata.distributions():
     dists[key] = {"name": name, "version": dist.version, "requires": list(dist.requires or [])}
 
 broken: list[str] = []
-for _key, info in sorted(dists.items()):
+# Which installed distributions each one requires (canonical names; markers that do not apply skipped):
+# the packages stage tells a broken distribution the lock needs from one it does not.
+requires: dict[str, set[str]] = {}
+for key, info in sorted(dists.items()):
+    needs = requires.setdefault(key, set())
     for text in info["requires"]:
         if Requirement is None:
             dep_name = canon(re.split(r"[\s;<>=!~\[(@]", text.strip(), maxsplit=1)[0])
+            if ";" not in text:
+                needs.add(dep_name)
             if ";" not in text and dep_name not in dists:
                 broken.append(f"{info['name']} {info['version']} requires {text}, which is not installed")
             continue
@@ -66,6 +72,7 @@ for _key, info in sorted(dists.items()):
             continue
         if req.marker is not None and not req.marker.evaluate({"extra": ""}):
             continue
+        needs.add(canon(req.name))
         dep = dists.get(canon(req.name))
         if dep is None:
             broken.append(f"{info['name']} {info['version']} requires {req.name}, which is not installed")
@@ -86,6 +93,7 @@ emit(
         "names": {k: v["name"] for k, v in sorted(dists.items())},
         "shadowed": {k: v["shadowed"] for k, v in dists.items() if "shadowed" in v},
         "broken": broken,
+        "requires": {k: sorted(v) for k, v in sorted(requires.items())},
         "check_mode": check_mode,
     }
 )
