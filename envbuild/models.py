@@ -201,7 +201,8 @@ class LotPrice(Frozen):
 class Finding(Frozen):
     severity: Severity
     code: str  # stable, e.g. "E-ARCH-MISSING", "W-DRIVER-UNKNOWN"
-    message: str
+    message: str  # what is wrong and what to write instead; no internal citations
+    source: str | None = None  # where the facts behind it come from (catalog row, metadata, URL)
 
 
 class IndexUrl(Frozen):

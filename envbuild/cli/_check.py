@@ -62,7 +62,7 @@ def order_summary(result: CheckResult) -> list[str]:
     return summary_lines(result.plan)
 
 
-def _print_human(result: CheckResult) -> None:
+def _print_human(result: CheckResult, *, verbose: bool = False) -> None:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
@@ -103,6 +103,8 @@ def _print_human(result: CheckResult) -> None:
     style = {"error": "bold red", "warning": "yellow", "info": "cyan"}
     for f in result.findings:
         console.print(f"[{style[f.severity]}]{f.severity:7}[/] {escape(f.code)}: {escape(f.message)}")
+        if verbose and f.source:
+            console.print(f"        [dim]source: {escape(f.source)}[/]")
     errors = sum(f.severity == "error" for f in result.findings)
     console.print("[bold green]ok[/]" if result.ok else f"[bold red]{errors} error finding(s)[/]")
 
@@ -112,6 +114,7 @@ def _print_human(result: CheckResult) -> None:
 @click.option("--target", "targets", multiple=True, metavar="ID", help="Target card id (repeatable).")
 @click.option("--driver", metavar="VERSION", help="NVIDIA driver version of the machine, e.g. 570.124.06.")
 @click.option("--json", "as_json", is_flag=True, help="Print {ok, findings, plan} as JSON.")
+@click.option("-v", "--verbose", is_flag=True, help="Show each finding's source (catalog row, metadata, URL).")
 @click.option(
     "--resolve",
     is_flag=True,
@@ -125,6 +128,7 @@ def check_cmd(
     targets: tuple[str, ...],
     driver: str | None,
     as_json: bool,
+    verbose: bool,
     resolve: bool,
     index_urls: tuple[str, ...],
     find_links: tuple[str, ...],
@@ -163,5 +167,5 @@ def check_cmd(
     if as_json:
         click.echo(json.dumps(result_json(result), indent=2, sort_keys=True))
     else:
-        _print_human(result)
+        _print_human(result, verbose=verbose)
     sys.exit(EXIT_OK if result.ok else EXIT_FINDINGS)

@@ -92,21 +92,24 @@ class Findings:
     def __init__(self) -> None:
         self._items: list[Finding] = []
 
-    def add(self, severity: Severity, code: str, message: str) -> None:
+    def add(self, severity: Severity, code: str, message: str, *, source: str | None = None) -> None:
+        """Record a finding once.  ``message`` is for the user (what is wrong, what to write instead);
+        ``source`` carries the citation (catalog row, metadata, URL): shown by ``--verbose`` and in
+        ``--json``, never inside the message."""
         if code not in CODES or not code.startswith(_PREFIX[severity]):
             raise ValueError(f"finding code {code!r} is not registered for severity {severity}")
-        finding = Finding(severity=severity, code=code, message=message)
+        finding = Finding(severity=severity, code=code, message=message, source=source or None)
         if finding not in self._items:
             self._items.append(finding)
 
-    def error(self, code: str, message: str) -> None:
-        self.add("error", code, message)
+    def error(self, code: str, message: str, *, source: str | None = None) -> None:
+        self.add("error", code, message, source=source)
 
-    def warning(self, code: str, message: str) -> None:
-        self.add("warning", code, message)
+    def warning(self, code: str, message: str, *, source: str | None = None) -> None:
+        self.add("warning", code, message, source=source)
 
-    def info(self, code: str, message: str) -> None:
-        self.add("info", code, message)
+    def info(self, code: str, message: str, *, source: str | None = None) -> None:
+        self.add("info", code, message, source=source)
 
     def codes(self) -> list[str]:
         return [f.code for f in self._items]
