@@ -24,7 +24,7 @@ def test_check_ok_exit_0_json() -> None:
     data = json.loads(proc.stdout)
     assert set(data) == {"ok", "findings", "plan"} and data["ok"] is True
     for finding in data["findings"]:
-        assert set(finding) == {"severity", "code", "message"}
+        assert set(finding) == {"severity", "code", "message", "source"}
     plan = data["plan"]
     assert set(plan["profile"]) == {"name", "path", "sha256"} and plan["profile"]["name"] == "pytorch"
     assert plan["pins"][0]["name"] == "torch" and plan["pins"][0]["local"] == plan["torch_variant"]
