@@ -114,6 +114,19 @@ class AppSpec(Frozen):
     source: str | None = None  # folder (relative to the profile) copied into the image last
 
 
+class Origin(Frozen):
+    """The profile file that set a key (:attr:`Profile.origins`), for messages about inherited values."""
+
+    profile: str  # that file's ``name`` ("pytorch"); its file when it sets no name
+    file: str  # "builtin:pytorch", or the file relative to the root profile's folder ("shared/base.toml")
+    inherited: bool  # set by a parent reached through ``extends``, not by the profile itself
+
+    def note(self) -> str:
+        """``inherited from profile 'pytorch'`` (a built-in) or ``... 'base' (shared/base.toml)``."""
+        where = "" if self.file == f"builtin:{self.profile}" else f" ({self.file})"
+        return f"inherited from profile {self.profile!r}{where}"
+
+
 class Profile(Frozen):
     name: str
     kind: Kind
@@ -137,8 +150,17 @@ class Profile(Frozen):
     sha256: str  # sha256 of the profile file bytes plus every file it pulls in (extends, requirements)
     sources: dict[str, str] = Field(default_factory=dict)  # "python.version" -> "default" | "profile:<file>"
     #   | "extends:<file>" | "cli"
+    # Which file set each key a file sets ("torch.packages[1]" per appended entry): for messages only.
+    # Not hashed (sha256 covers the files' bytes) and not written to the lock (``sources`` is).
+    origins: dict[str, Origin] = Field(default_factory=dict)
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    def inherited(self, key: str) -> Origin | None:
+        """The parent that set ``key`` (``accelerator.version``, ``torch.packages[0]``), or None when the
+        profile itself set it or nobody did (a default)."""
+        origin = self.origins.get(key)
+        return origin if origin is not None and origin.inherited else None
 
 
 # --------------------------------------------------------------------------------------------------

@@ -53,9 +53,10 @@ def test_torch_2_15_0_unconfirmed_variant_is_named(tmp_path: Path) -> None:
     )
     result = _check(tmp_path, text + '[torch]\nversion = "2.15.0"\n')
     assert result.plan.torch_variant == "cu130"
-    assert "cu130" in _finding(result, "W-TORCH-UNCONFIRMED") and "[unconfirmed]" in _finding(
-        result, "W-TORCH-UNCONFIRMED"
-    )
+    (finding,) = [f for f in result.findings if f.code == "W-TORCH-UNCONFIRMED"]
+    assert "(cu130) is not confirmed" in finding.message
+    # the catalog rows behind it (the release's, the variant's) are its source, not its message
+    assert finding.source and "cu130 wheels: " in finding.source and "unconfirmed" in finding.source
 
 
 @pytest.mark.parametrize("version", ["2.14.0", "2.14.1"])

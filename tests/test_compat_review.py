@@ -495,7 +495,9 @@ def test_review_case(
 def test_json_shape_exact(tmp_path: Path) -> None:
     _, data = run_check(write_profile(tmp_path, memory=100))
     assert set(data) == {"ok", "findings", "plan"}
-    assert data["findings"] and all(set(f) == {"severity", "code", "message"} for f in data["findings"])
+    assert data["findings"] and all(
+        set(f) == {"severity", "code", "message", "source"} for f in data["findings"]
+    )
     assert set(data["plan"]["profile"]) == {"name", "path", "sha256"}
 
 

@@ -35,9 +35,12 @@ def test_need_equal_to_usable_memory_is_an_error() -> None:
     finding = _one(result, "E-MEMORY-PER-CARD")
     assert not result.ok
     assert (
-        "the job needs 79 GiB per device; NVIDIA H100 SXM 80GB 80 GiB: at most ~79 GiB usable "
-        "(reserve 1 GiB for the CUDA context, source pytorch/pytorch#107667)"
+        "resources.gpu_memory_gib = 79: the job needs 79 GiB per device; NVIDIA H100 SXM 80GB 80 GiB: "
+        "at most ~79 GiB usable (reserve 1 GiB for the CUDA context)"
     ) in finding.message
+    # the reserve's citation is the finding's source, beside the card's row, never in the message
+    assert finding.source and "pytorch/pytorch#107667" in finding.source and "h100: " in finding.source
+    assert "#107667" not in finding.message
     assert "pool" not in finding.message  # 79 GiB fits the card's 80: the reserve, not pooling, is why
 
 
@@ -45,7 +48,9 @@ def test_need_within_ten_percent_of_usable_is_a_warning_with_headroom() -> None:
     result = check(profile(memory=75.0))
     assert result.ok
     finding = _one(result, "W-MEMORY-TIGHT")
-    assert finding.message.startswith("75 GiB per device leaves 4 GiB headroom (5.1%, under 10%) on ")
+    assert finding.message.startswith(
+        "resources.gpu_memory_gib = 75: 75 GiB per device leaves 4 GiB headroom (5.1%, under 10%) on "
+    )
     assert "at most ~79 GiB usable" in finding.message
     assert "W-MEMORY-TIGHT" not in {f.code for f in check(profile(memory=71.0)).findings}
 
@@ -55,7 +60,10 @@ def test_more_than_ten_lots_is_an_error_naming_the_most_gpus() -> None:
     assert not result.ok
     finding = _one(result, "E-LOTS-MAX")
     assert "resources.gpus = 22 needs 11 lots of b200 (2 card(s) per lot)" in finding.message
-    assert "1 to 10 lots per order (provider guide, seeds/000_4434f24d215a3419.txt §2)" in finding.message
+    assert "IteraGPU rents 1 to 10 lots per order: at most" in finding.message
+    assert (
+        finding.source and "seeds/000_4434f24d215a3419.txt" in finding.source and "§" not in finding.message
+    )
     assert "at most 20 gpus fit on b200. Use gpus <= 20" in finding.message
     h100 = _one(check(profile(gpus=11)), "E-LOTS-MAX")
     assert "Use gpus <= 10, or a card with more cards per lot: b200" in h100.message

@@ -42,7 +42,7 @@ from envbuild.errors import CatalogError, UsageError, choices
 from envbuild.models import CheckResult, Plan, Profile
 from envbuild.plan import abi, environment, hardware, packages, resolve
 from envbuild.plan.blender import check_blender
-from envbuild.plan.context import Context
+from envbuild.plan.context import Context, setting
 from envbuild.plan.findings import Findings
 from envbuild.plan.runtime_pins import check_nvidia_pins
 from envbuild.plan.versions import validate_driver
@@ -70,12 +70,12 @@ def _without_foreign_version(profile: Profile, catalog: Catalog, out: Findings) 
         known = catalog.rocm_version("rocm" + acc.version) is not None
     if known:
         return profile
-    parent = source.removeprefix("extends:")
+    kind = "CUDA" if acc.backend == "cuda" else "ROCm"
     out.info(
         "I-VERSION-INHERITED",
-        f"accelerator.version {acc.version!r} is inherited from {parent} and is not a {acc.backend.upper()} "
-        f"version; it is ignored for backend {acc.backend!r} and the version is derived from the torch "
-        "release (set accelerator.version in this profile to choose one)",
+        f"{setting(profile, 'accelerator.version')} is not a {kind} version, so it is ignored for "
+        f'accelerator.backend = "{acc.backend}" and the {kind} version is derived from the torch release; '
+        "set accelerator.version in this profile to choose one",
     )
     return profile.model_copy(update={"accelerator": acc.model_copy(update={"version": None})})
 
@@ -106,6 +106,7 @@ def check(profile: Profile, targets: Sequence[str] | None = None, driver: str | 
     out = Findings()
     profile = _without_foreign_version(profile, catalog, out)
     ctx = Context(catalog=catalog, profile=profile, cards=cards, os=os_entry, driver=driver)
+    ctx.cli_targets = bool(targets)
     resolve.resolve_torch(ctx, out)
     if ctx.patch is None:
         resolve.resolve_toolkit_without_torch(ctx, out)

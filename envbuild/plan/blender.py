@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from envbuild.catalog import BlenderSeries, CardEntry
 from envbuild.errors import choices
-from envbuild.plan.context import Context
+from envbuild.plan.context import Context, cite
 from envbuild.plan.findings import Findings
-from envbuild.plan.versions import driver_at_least, gfx_major
+from envbuild.plan.versions import driver_at_least, gfx_major, version_tuple
 
 
 def _cc(text: str) -> tuple[int, int]:
@@ -39,12 +39,22 @@ def check_blender(ctx: Context, out: Findings) -> tuple[str | None, str | None, 
     if series is None:
         out.error(
             "E-BLENDER-UNKNOWN",
-            f"blender.version {version!r}: series not in the catalog; choose one of "
+            f"{ctx.setting('blender.version')}: series not in the catalog; set blender.version to one of "
             f"{choices(s.series for s in ctx.catalog.blender.series)}",
         )
         return version, None, None
+    src = cite((f"Blender {series.series}", series))
     if series.tier == "unconfirmed":
-        out.warning("W-BLENDER-UNCONFIRMED", f"Blender {series.series}: {series.source}")
+        confirmed = [s.series for s in ctx.catalog.blender.series if s.tier != "unconfirmed"]
+        newer = [v for v in confirmed if version_tuple(v) > version_tuple(series.series)]
+        alt = (newer or confirmed or [""])[0]
+        out.warning(
+            "W-BLENDER-UNCONFIRMED",
+            f"Blender {series.series} ({ctx.setting('blender.version')}): which GPUs its CUDA, OptiX and "
+            "HIP kernels cover is not confirmed; test GPU rendering in the pilot"
+            + (f', or set blender.version = "{alt}", whose kernel lists are confirmed' if alt else ""),
+            source=src,
+        )
     if len(version.split(".")) < 3:
         full = f"{version}.0"
         newest = (
@@ -54,19 +64,35 @@ def check_blender(ctx: Context, out: Findings) -> tuple[str | None, str | None, 
         )
         out.warning(
             "W-BLENDER-PATCH",
-            f"blender.version {version!r} names a series: envbuild downloads {full} (every Blender series "
-            f"starts at X.Y.0); pin the newest patch{newest} from "
+            f"{ctx.setting('blender.version')} names a series: envbuild downloads {full} (every Blender "
+            f"series starts at X.Y.0); pin the newest patch{newest} from "
             f"https://download.blender.org/release/Blender{series.series}/ to get its fixes",
+            source=cite(
+                series.releases_source and f"Blender {series.series} releases: {series.releases_source}"
+            ),
         )
         version = full
     url, sha = ctx.catalog.blender_urls(version)
     for device in ctx.profile.blender.devices:
         for card in ctx.cards:
-            _device(ctx, out, series, device, card)
+            _device(ctx, _Sourced(out, cite(src, (card.id, card))), series, device, card)
     return version, url, sha
 
 
-def _device(ctx: Context, out: Findings, s: BlenderSeries, device: str, card: CardEntry) -> None:
+class _Sourced:
+    """The findings of one (device, card) pair, each citing the Blender series' and the card's rows."""
+
+    def __init__(self, out: Findings, source: str | None) -> None:
+        self.out, self.source = out, source
+
+    def error(self, code: str, message: str) -> None:
+        self.out.error(code, message, source=self.source)
+
+    def warning(self, code: str, message: str) -> None:
+        self.out.warning(code, message, source=self.source)
+
+
+def _device(ctx: Context, out: _Sourced, s: BlenderSeries, device: str, card: CardEntry) -> None:
     name = f"Blender {s.series} {device} on {card.name}"
     if device == "CPU":
         return

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from envbuild.catalog import OsEntry
 from envbuild.errors import choices
-from envbuild.plan.context import Context
+from envbuild.plan.context import Context, cite
 from envbuild.plan.findings import Findings
 from envbuild.plan.suggest import cuda_name, cuda_wheels_for
 from envbuild.plan.versions import version_choices, version_tuple
@@ -14,19 +14,24 @@ def python_provision(ctx: Context, out: Findings) -> str:
     os_, py = ctx.os, ctx.python
     if ctx.release is not None:
         rel = ctx.release
+        src = cite((f"torch {rel.series}", rel))
         if py not in rel.python:
             valid = version_choices(v for v in rel.python if v in os_.pythons) or version_choices(rel.python)
             out.error(
                 "E-PYTHON-NO-WHEEL",
-                f"torch {ctx.patch.version if ctx.patch else rel.series} has no wheel for Python {py}; its "
-                "wheels "
-                f"cover Python {rel.python[0]}-{rel.python[-1]}: set python.version to one of "
-                f"{valid}",
+                f"torch {ctx.patch.version if ctx.patch else rel.series} has no wheel for Python {py} "
+                f"({ctx.setting('python.version')}); its wheels cover Python {rel.python[0]}-"
+                f"{rel.python[-1]}: set python.version to one of {valid}",
+                source=src,
             )
         elif py in rel.python_experimental:
+            stable = [v for v in rel.python if v not in rel.python_experimental and v in os_.pythons]
+            fix = f"; set python.version to {version_choices(stable)} for full support" if stable else ""
             out.warning(
                 "W-PYTHON-EXPERIMENTAL",
-                f"torch {rel.series} supports Python {py} only experimentally (release notes)",
+                f"torch {rel.series} supports Python {py} only experimentally "
+                f"({ctx.setting('python.version')}){fix}",
+                source=src,
             )
     if py == os_.system_python:
         return "system"
@@ -36,11 +41,20 @@ def python_provision(ctx: Context, out: Findings) -> str:
     alt = f"; Python {py} is available on {', '.join(o.id for o in others)}" if others else ""
     out.error(
         "E-PYTHON-OS",
-        f"Python {py} cannot be provisioned on {os_.name}: it offers {os_.system_python} (system)"
+        f"{ctx.setting('python.version')} cannot be provisioned on {os_.name} ({_os_setting(ctx)}): it "
+        f"offers {os_.system_python} (system)"
         + (f" and {', '.join(os_.deadsnakes)} (deadsnakes PPA)" if os_.deadsnakes else "")
         + f"; set python.version to one of {version_choices(os_.pythons)}{alt}",
+        source=cite((os_.id, os_)),
     )
     return "system"
+
+
+def _os_setting(ctx: Context) -> str:
+    """``base.os = "ubuntu22.04" (inherited ...)``, or how the OS was chosen when base.os is absent."""
+    if ctx.profile.sources.get("base.os", "default") == "default":
+        return f"base.os not set: {ctx.os.id}"
+    return ctx.setting("base.os")
 
 
 def _needed_image(ctx: Context, os_id: str) -> tuple[str, str, tuple[str, ...]] | None:
@@ -81,10 +95,12 @@ def choose_os(ctx: Context, out: Findings) -> None:
     what, _, oses = needed
     image = _needed_image(ctx, pick.id)
     assert image is not None
+    row = ctx.toolkit if ctx.backend == "cuda" else ctx.rocm
     out.info(
         "I-OS-DERIVED",
         f"base.os not set: using {pick.id}, because the default {ctx.os.id} has no {what} image; the "
         f"catalog has one for {', '.join(oses)} ({image[1]}). Set base.os to choose another",
+        source=cite((what, row)),
     )
     ctx.os = pick
 
@@ -131,8 +147,9 @@ def base_image(ctx: Context, out: Findings) -> tuple[str, str]:
             out.error(
                 "E-BASE-UNAVAILABLE",
                 f"{ctx.catalog.toolkits.image_repository} has no CUDA {tk.image_version} image for {os_id} "
-                f"(catalog: {', '.join(tk.image_os)}); set base.os to one of {choices(tk.image_os)} or "
-                f"base.image{_other_variants(ctx)}",
+                f"({_os_setting(ctx)}; the image exists for {', '.join(tk.image_os)}); set base.os to one "
+                f"of {choices(tk.image_os)} or base.image{_other_variants(ctx)}",
+                source=cite((f"CUDA {tk.version}", tk), ctx.catalog.toolkits.image_source),
             )
         return ctx.catalog.cuda_image(tk, flavor, os_id), f"cuda-{flavor}"
     if ctx.backend == "rocm" and ctx.rocm is not None:
@@ -140,9 +157,13 @@ def base_image(ctx: Context, out: Findings) -> tuple[str, str]:
         if os_id not in rv.image_os:
             out.error(
                 "E-BASE-UNAVAILABLE",
-                f"no ROCm {rv.version} dev image for {os_id} (catalog: {', '.join(rv.image_os)}); set "
-                "base.os to "
-                f"one of {choices(rv.image_os)} or base.image{_other_variants(ctx)}",
+                f"no ROCm {rv.version} dev image for {os_id} ({_os_setting(ctx)}; the image exists for "
+                f"{', '.join(rv.image_os)}); set base.os to one of {choices(rv.image_os)} or "
+                f"base.image{_other_variants(ctx)}",
+                source=cite(
+                    (f"ROCm {rv.version}", rv),
+                    (f"{ctx.catalog.toolkits.rocm_image.repository}", ctx.catalog.toolkits.rocm_image),
+                ),
             )
         flavor = "rocm-complete" if ctx.compiles else "rocm-dev"
         return ctx.catalog.rocm_image(rv, os_id, complete=ctx.compiles), flavor
@@ -163,8 +184,9 @@ def check_glibc(ctx: Context, out: Findings) -> None:
             "E-GLIBC",
             f"torch {ctx.release.series} Linux wheels need glibc >= {need} "
             f"(manylinux_2_{need.split('.')[1]}); "
-            f"{ctx.os.name} has {ctx.os.glibc}; set base.os to one of "
+            f"{ctx.os.name} ({_os_setting(ctx)}) has {ctx.os.glibc}; set base.os to one of "
             + choices(o.id for o in ctx.catalog.oses if version_tuple(o.glibc) >= version_tuple(need)),
+            source=cite((f"torch {ctx.release.series}", ctx.release), (ctx.os.id, ctx.os)),
         )
 
 

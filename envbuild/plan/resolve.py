@@ -6,7 +6,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from envbuild.catalog import CudaWheel, PatchEntry, Release
-from envbuild.plan.context import Context
+from envbuild.plan.context import Context, cite
 from envbuild.plan.environment import choose_os
 from envbuild.plan.findings import Findings
 from envbuild.plan.suggest import cuda_name, cuda_wheels_for, no_cuda_wheel, releases_with, unknown_torch
@@ -81,6 +81,7 @@ def default_torch(ctx: Context, out: Findings) -> str | None:
         return None
     newest = confirmed[0][1].version
     chosen, why = newest, "the newest release the catalog has confirmed"
+    rows = {p.version: (r, p) for r, p in confirmed}
     wanted = ctx.profile.accelerator.version
     if wanted and ctx.backend in {"cuda", "rocm"}:
         kind = "CUDA" if ctx.backend == "cuda" else "ROCm"
@@ -89,14 +90,16 @@ def default_torch(ctx: Context, out: Findings) -> str | None:
             chosen = fitting[0]
             why = (
                 f"the newest confirmed release with {kind} {wanted} wheels "
-                f"(accelerator.version; the newest confirmed release is {newest})"
+                f"({ctx.setting('accelerator.version')}; the newest confirmed release is {newest})"
             )
         elif fitting:
             why += f", and it publishes {kind} {wanted} wheels"
+    rel, patch = rows[chosen]
     out.info(
         "I-TORCH-DEFAULT",
         f'kind = "pytorch" without torch.version: installing torch {chosen}, {why}; set torch.version '
         "to choose another release",
+        source=cite((f"torch {rel.series}", rel), (f"torch {chosen}", patch)),
     )
     return chosen
 
@@ -117,16 +120,21 @@ def _resolve_torch(ctx: Context, out: Findings) -> None:
     if found is None:
         out.error("E-TORCH-UNKNOWN", unknown_torch(ctx, spec, version))
         return
+    src = cite((f"torch {found[0].series}", found[0]), (f"torch {found[1].version}", found[1]))
     ctx.release, ctx.patch = found
     if len(Version(version).release) == 2:
         out.info(
-            "I-TORCH-PATCH", f"torch.version {version} resolved to {ctx.patch.version}, the newest patch."
+            "I-TORCH-PATCH",
+            f"{ctx.torch_setting()} names a series: installing {ctx.patch.version}, its newest patch in the "
+            f'catalog (write torch.version = "{ctx.patch.version}" to pin it)',
+            source=src,
         )
     if local:
         out.warning(
             "W-TORCH-LOCAL",
-            f"torch.version {spec!r} carries a local tag; envbuild derives +<variant> from the "
-            "accelerator (set accelerator.version instead)",
+            f"{ctx.torch_setting()} carries a local tag (+{local}) that envbuild ignores: it derives the "
+            f'+<variant> from the accelerator; write torch.version = "{version}" and set accelerator.version '
+            "instead",
         )
     if ctx.backend == "cuda":
         _resolve_cuda_variant(ctx, out)
@@ -137,7 +145,8 @@ def _resolve_torch(ctx: Context, out: Findings) -> None:
         if ctx.profile.accelerator.version:
             out.warning(
                 "W-VERSION-IGNORED",
-                f"accelerator.version {ctx.profile.accelerator.version!r} is ignored for the cpu backend",
+                f"{ctx.setting('accelerator.version')} is ignored for {ctx.setting('accelerator.backend')}; "
+                "remove it, or set accelerator.backend to cuda or rocm",
             )
     _warn_unconfirmed(ctx, out)
 
@@ -148,15 +157,23 @@ def _warn_unconfirmed(ctx: Context, out: Findings) -> None:
     if ctx.release.status == "ga":
         return
     row = ctx.cuda_wheel or ctx.rocm_wheel
-    variant = (
-        f"; {ctx.variant}: {row.source} [{row.tier}]"
-        if row is not None and ctx.variant == row.variant
+    variant = row if row is not None and ctx.variant == row.variant else None
+    confirmed = confirmed_releases(ctx)
+    instead = (
+        f', or set torch.version = "{confirmed[0][1].version}", the newest confirmed release'
+        if confirmed
         else ""
     )
     out.warning(
         "W-TORCH-UNCONFIRMED",
-        f"torch {ctx.patch.version}: wheels not confirmed in a stored source ({ctx.release.source}"
-        f"{variant}); verify the index before ordering",
+        f"torch {ctx.patch.version}: which wheels the PyTorch index publishes for it"
+        f"{f' ({ctx.variant})' if ctx.variant else ''} is not confirmed; check the index before "
+        f"ordering{instead}",
+        source=cite(
+            (f"torch {ctx.release.series}", ctx.release),
+            (f"torch {ctx.patch.version}", ctx.patch),
+            (f"{ctx.variant} wheels", variant),
+        ),
     )
 
 
@@ -173,16 +190,21 @@ def _resolve_cuda_variant(ctx: Context, out: Findings) -> None:
         ctx.variant = variant
         ctx.toolkit = ctx.catalog.cuda_toolkit(variant)
         if wheel is None:
-            out.error("E-VARIANT-UNAVAILABLE", no_cuda_wheel(ctx, wanted, variant, available))
+            out.error(
+                "E-VARIANT-UNAVAILABLE",
+                no_cuda_wheel(ctx, wanted, variant, available),
+                source=cite((f"torch {rel.series}", rel)),
+            )
             return
         ctx.cuda_wheel = wheel
         tk = ctx.toolkit
         if tk is not None and len(parts) > 2 and wanted != tk.image_version:
             out.info(
                 "I-ACCEL-PATCH",
-                f"accelerator.version {wanted}: torch {variant} wheels are built with CUDA "
+                f"{ctx.setting('accelerator.version')}: torch {variant} wheels are built with CUDA "
                 f"{tk.image_version} and bundle their CUDA runtime; the base image is nvidia/cuda "
                 f"{tk.image_version}",
+                source=cite((f"CUDA {tk.version}", tk)),
             )
         return
     default = next(w for w in available if w.variant == rel.pypi_default_cuda)
@@ -205,6 +227,7 @@ def _resolve_cuda_variant(ctx: Context, out: Findings) -> None:
         "I-VARIANT-DERIVED",
         f"accelerator.version not set: using {chosen.variant} ({cuda_name(chosen.variant)}), {reason}; "
         f"torch {patch} publishes {listing}.",
+        source=cite((f"torch {rel.series}", rel), (f"{chosen.variant} wheels", chosen)),
     )
 
 
@@ -224,8 +247,15 @@ def _resolve_rocm_variant(ctx: Context, out: Findings) -> None:
     available = list(ctx.release.rocm)
     listing = ", ".join(w.variant for w in available)
     wanted = ctx.profile.accelerator.version
+    src = cite((f"torch {ctx.release.series}", ctx.release))
     if not available:
-        out.error("E-VARIANT-UNAVAILABLE", f"torch {ctx.patch.version} publishes no ROCm wheels")
+        with_rocm = [r.series for r in ctx.catalog.releases if r.rocm]
+        out.error(
+            "E-VARIANT-UNAVAILABLE",
+            f"torch {ctx.patch.version} publishes no ROCm wheels ({ctx.torch_setting()}); choose a release "
+            f"that does ({', '.join(with_rocm) or 'none in the catalog'}), or another backend",
+            source=src,
+        )
         return
     if wanted:
         wheel = next((w for w in available if _rocm_matches(w.variant, wanted)), None)
@@ -245,17 +275,20 @@ def _resolve_rocm_variant(ctx: Context, out: Findings) -> None:
             where = f"; {', '.join(elsewhere)}" if elsewhere else ""
             out.error(
                 "E-VARIANT-UNAVAILABLE",
-                f"torch {ctx.patch.version} publishes no ROCm {wanted} wheels{hint}; its ROCm wheels are "
+                f"torch {ctx.patch.version} publishes no ROCm {wanted} wheels "
+                f"({ctx.setting('accelerator.version')}){hint}; its ROCm wheels are "
                 f"{listing}{where}. Set accelerator.version to one of "
                 f"{version_choices(w.variant.removeprefix('rocm') for w in available)}, or change "
                 "torch.version.",
+                source=src,
             )
             return
         if wheel.variant.removeprefix("rocm") != wanted:
             out.info(
                 "I-ACCEL-PATCH",
-                f"accelerator.version {wanted}: using torch's {wheel.variant} wheels and the ROCm "
+                f"{ctx.setting('accelerator.version')}: using torch's {wheel.variant} wheels and the ROCm "
                 f"{wheel.variant.removeprefix('rocm')} base image",
+                source=cite((f"{wheel.variant} wheels", wheel)),
             )
     else:
         newest_first = sorted(available, key=lambda w: version_tuple(w.variant.removeprefix("rocm")))[::-1]
@@ -268,6 +301,7 @@ def _resolve_rocm_variant(ctx: Context, out: Findings) -> None:
             "I-VARIANT-DERIVED",
             f"accelerator.version not set: using {wheel.variant}, {why} of torch "
             f"{ctx.patch.version} (published: {listing}).",
+            source=cite(src, (f"{wheel.variant} wheels", wheel)),
         )
     ctx.variant = wheel.variant
     ctx.rocm_wheel = wheel
@@ -283,7 +317,11 @@ def resolve_toolkit_without_torch(ctx: Context, out: Findings) -> None:
 def _toolkit_without_torch(ctx: Context, out: Findings) -> None:
     wanted = ctx.profile.accelerator.version
     if ctx.backend == "cpu" and wanted:
-        out.warning("W-VERSION-IGNORED", f"accelerator.version {wanted!r} is ignored for the cpu backend")
+        out.warning(
+            "W-VERSION-IGNORED",
+            f"{ctx.setting('accelerator.version')} is ignored for {ctx.setting('accelerator.backend')}; "
+            "remove it, or set accelerator.backend to cuda or rocm",
+        )
     if ctx.backend == "cuda":
         tks = list(ctx.catalog.toolkits.cuda)
         if wanted:
@@ -291,8 +329,8 @@ def _toolkit_without_torch(ctx: Context, out: Findings) -> None:
             if tk is None:
                 out.error(
                     "E-VARIANT-UNAVAILABLE",
-                    f"accelerator.version {wanted!r}: no CUDA toolkit image in the catalog; "
-                    f"choose one of {version_choices(t.version for t in tks)}",
+                    f"{ctx.setting('accelerator.version')}: no CUDA toolkit image in the catalog; "
+                    f"set accelerator.version to one of {version_choices(t.version for t in tks)}",
                 )
                 return
         else:
@@ -303,6 +341,7 @@ def _toolkit_without_torch(ctx: Context, out: Findings) -> None:
                 "I-VARIANT-DERIVED",
                 f"accelerator.version not set: using CUDA {tk.image_version}, the oldest toolkit image for "
                 f"{ctx.os.id} that supports the targets (lowest driver floor)",
+                source=cite((f"CUDA {tk.version}", tk)),
             )
         ctx.toolkit, ctx.variant = tk, None
     elif ctx.backend == "rocm":
@@ -312,8 +351,8 @@ def _toolkit_without_torch(ctx: Context, out: Findings) -> None:
             if rv is None:
                 out.error(
                     "E-VARIANT-UNAVAILABLE",
-                    f"accelerator.version {wanted!r}: no ROCm image in the catalog; "
-                    f"choose one of {version_choices(r.version for r in rocms)}",
+                    f"{ctx.setting('accelerator.version')}: no ROCm image in the catalog; "
+                    f"set accelerator.version to one of {version_choices(r.version for r in rocms)}",
                 )
                 return
         else:

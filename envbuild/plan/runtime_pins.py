@@ -12,7 +12,7 @@ import re
 
 from packaging.utils import canonicalize_name
 
-from envbuild.plan.context import Context
+from envbuild.plan.context import Context, cite
 from envbuild.plan.findings import Findings
 from envbuild.plan.versions import applies_on_image, parse_requirement
 
@@ -44,4 +44,8 @@ def check_nvidia_pins(ctx: Context, out: Findings) -> None:
         out.warning(
             "W-NVIDIA-PIN",
             f"{line.origin}: {line.text!r}: {why}; drop the line and let torch pull the runtime it needs",
+            source=cite(
+                (f"torch {ctx.patch.version}", ctx.patch),
+                (f"CUDA {ctx.toolkit.version}", ctx.toolkit) if ctx.toolkit else None,
+            ),
         )

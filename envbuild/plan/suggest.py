@@ -25,7 +25,7 @@ def newest_ga(ctx: Context) -> str:
 
 def unknown_torch(ctx: Context, spec: str, version: str) -> str:
     """Why ``torch.version`` names nothing in the catalog, and what to write instead."""
-    head = f"torch.version {spec!r}"
+    head = ctx.torch_setting() if ctx.profile.torch.version == spec else f"torch {spec}"
     try:
         parsed: Version | None = Version(version)
     except InvalidVersion:
@@ -81,7 +81,7 @@ def no_cuda_wheel(ctx: Context, wanted: str, variant: str, available: list[CudaW
         )
         known = version_choices(t.version for t in ctx.catalog.toolkits.cuda)
         return (
-            f"accelerator.version {wanted!r} is not a CUDA version PyTorch publishes wheels for "
+            f"{ctx.setting('accelerator.version')} is not a CUDA version PyTorch publishes wheels for "
             f"(CUDA {known}){hint}; torch {patch} publishes {listing}. Set accelerator.version to one "
             f"of {valid}."
         )
@@ -90,7 +90,8 @@ def no_cuda_wheel(ctx: Context, wanted: str, variant: str, available: list[CudaW
     elsewhere = releases_with(ctx, variant)
     where = f"; {variant} wheels exist for torch {elsewhere}" if elsewhere else ""
     return (
-        f"torch {patch} publishes no {variant} wheels{why}; its Linux CUDA wheels are {listing}{where}. "
+        f"torch {patch} publishes no {variant} wheels ({ctx.setting('accelerator.version')}){why}; its "
+        f"Linux CUDA wheels are {listing}{where}. "
         f"Set accelerator.version to one of {valid}, or change torch.version."
     )
 

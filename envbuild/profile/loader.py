@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from envbuild.errors import BundleError, Issue, ProfileError, UsageError, choices
-from envbuild.models import Profile, RequirementLine
+from envbuild.models import Origin, Profile, RequirementLine
 from envbuild.profile import requirements
 from envbuild.profile.appdir import collect_app
 from envbuild.profile.fields import did_you_mean
@@ -197,11 +197,33 @@ def load_profile(ref: str | os.PathLike[str]) -> Profile:
     data["folder"] = None if builtin else str(place.path.parent)
     data["sha256"] = load.sha256()
     data["sources"] = dict(sorted(merged.sources.items()))
+    data["origins"] = _origins(merged, ordered)
     try:
         return Profile.model_validate(data)
     except ValidationError as exc:  # a gap between the schema and the model: report, don't crash
         issues = [Issue(root.place.display, ".".join(map(str, e["loc"])), e["msg"]) for e in exc.errors()]
         raise ProfileError(issues) from None
+
+
+def _origins(merged: Merged, layers: list[_Layer]) -> dict[str, Origin]:
+    """Which file set each key (an appended list: each entry, ``torch.packages[0]``), for messages.
+
+    A file is named by its own ``name`` (the profile a user extends), else by its file."""
+
+    def origin(index: int) -> Origin:
+        layer = layers[index]
+        name = layer.doc.get("name")
+        file = layer.ident.removesuffix(".toml") if layer.place.builtin else layer.ident
+        return Origin(
+            profile=name if isinstance(name, str) else file,
+            file=file,
+            inherited=index != len(layers) - 1,
+        )
+
+    found = {key: origin(index) for key, index in merged.owner.items()}
+    for key, owners in merged.item_owner.items():
+        found |= {f"{key}[{i}]": origin(index) for i, index in enumerate(owners)}
+    return dict(sorted(found.items()))
 
 
 MAX_MESSAGE = 800
