@@ -194,16 +194,16 @@ CASES: list[tuple[str, dict[str, Any], str | None, set[str], set[str], bool]] = 
     ),
     ("gpus-4-h100", {"gpus": 4}, None, {"W-MULTI-LOT"}, set(), True),
     ("b200-lot-idle", {"targets": ("b200",), "version": "12.8"}, None, {"I-LOT-IDLE"}, set(), True),
-    # companions (§1 pairing, torchaudio end)
+    # companions (pairing from each release's Requires-Dist; torchaudio past 2.11 by declaration, issue 13)
     ("tv-mismatch", {"companions": ("torchvision==0.21.0",)}, None, {"E-COMPANION-MISMATCH"}, set(), False),
     ("tv-bare", {"companions": ("torchvision",)}, None, set(), {"E-COMPANION-MISMATCH"}, True),
     (
         "ta-2.12",
         {"torch": "2.12.1", "companions": ("torchaudio",)},
         None,
+        {"I-COMPANION-DECLARED"},
         {"E-COMPANION-UNAVAILABLE"},
-        set(),
-        False,
+        True,
     ),
     ("unknown-companion", {"companions": ("numpy",)}, None, {"E-COMPANION-UNKNOWN"}, set(), False),
     (

@@ -344,15 +344,15 @@ CASES: list[Case] = [
         set(),
         (),
     ),
-    # §1 "torchaudio none new from 2.12": also in python.packages, with the reason
+    # issue 13: torchaudio 2.11.0 declares no torch requirement, so the user's pin is kept next to 2.12
     (
         "torchaudio-2.12-line",
         {"torch": "2.12.0", "packages": ["torchaudio==2.11.0"]},
         (),
-        False,
-        {"E-REQ-CONFLICT"},
-        set(),
-        ("stopped at 2.11.0",),
+        True,
+        {"I-COMPANION-DECLARED"},
+        {"E-REQ-CONFLICT", "E-COMPANION-UNAVAILABLE"},
+        ("declares no torch requirement",),
     ),
     # §7 "installing PyPI triton alongside ROCm torch is wrong"
     (

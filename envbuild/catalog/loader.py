@@ -20,6 +20,7 @@ from envbuild.catalog import cache
 from envbuild.catalog.models import (
     BlenderCatalog,
     CardEntry,
+    CompanionRelease,
     OsEntry,
     PriceEntry,
     ReserveEntry,
@@ -199,4 +200,29 @@ def load_files(
             raise CatalogError(
                 f"{where}: pypi_default_cuda {rel.pypi_default_cuda!r} is not one of its cuda variants"
             )
+    _check_companions(torch)
     return cards, torch, toolkits, platform, blender, prices
+
+
+def _check_companions(torch: TorchCatalog) -> None:
+    """Every [[release.patch]] companion with a [[companion]] row must be one its metadata allows."""
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    _unique("torch.toml", "companion", [f"{c.name} {c.version}" for c in torch.companion])
+    _unique("torch.toml", "torch_requires", [t.torch for t in torch.torch_requires])
+    rows: dict[tuple[str, str], CompanionRelease] = {(c.name, c.version): c for c in torch.companion}
+    for rel in torch.release:
+        for patch in rel.patch:
+            for name, version in (("torchvision", patch.torchvision), ("torchaudio", patch.torchaudio)):
+                row = rows.get((name, version or ""))
+                bad = [
+                    line
+                    for line in (row.requires_torch if row else ())
+                    if not Requirement(line).specifier.contains(Version(patch.version), prereleases=True)
+                ]
+                if bad:
+                    raise CatalogError(
+                        f"torch.toml: patch {patch.version}: {name} {version} requires {bad[0]!r} "
+                        "(its [[companion]] row), which excludes this torch"
+                    )

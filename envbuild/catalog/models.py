@@ -11,6 +11,8 @@ import math
 import re
 from typing import Literal
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from envbuild.models import Card, Devices, OsId, Vendor
@@ -276,12 +278,64 @@ class Release(Row):
         return v
 
 
+def _requirements_on(name: str, lines: tuple[str, ...]) -> tuple[str, ...]:
+    for line in lines:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement as exc:
+            raise ValueError(f"{line!r} is not a requirement ({exc})") from None
+        if canonicalize_name(req.name) != name:
+            raise ValueError(f"{line!r} is not a requirement on {name}")
+    return lines
+
+
+class CompanionRelease(Row):
+    """One torchvision / torchaudio release and the Requires-Dist lines on torch its metadata declares.
+
+    ``requires_torch`` is verbatim from the wheel's METADATA; empty when the release declares no torch
+    requirement (torchaudio 2.11.0), which makes it compatible with every torch by declaration.
+    """
+
+    name: Literal["torchvision", "torchaudio"]
+    version: str
+    requires_torch: tuple[str, ...] = ()
+
+    @field_validator("version")
+    @classmethod
+    def _ver(cls, v: str) -> str:
+        return _check(_VERSION, v, "version")
+
+    @field_validator("requires_torch")
+    @classmethod
+    def _reqs(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return _requirements_on("torch", v)
+
+
+class TorchRequires(Row):
+    """A torch patch release's own Requires-Dist lines on triton (triton declares nothing about torch)."""
+
+    torch: str
+    triton: tuple[str, ...] = ()
+
+    @field_validator("torch")
+    @classmethod
+    def _ver(cls, v: str) -> str:
+        return _check(_VERSION, v, "version")
+
+    @field_validator("triton")
+    @classmethod
+    def _reqs(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return _requirements_on("triton", v)
+
+
 class TorchCatalog(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     index_url: str = Field(pattern=r"^https://[^\s]+\{variant\}$")
     index_source: str
     release: tuple[Release, ...] = Field(min_length=1)
+    companion: tuple[CompanionRelease, ...] = ()
+    torch_requires: tuple[TorchRequires, ...] = ()
 
 
 class CudaFamily(Row):

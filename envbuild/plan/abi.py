@@ -90,8 +90,11 @@ class _Build:
     abi: bool | None
 
 
+# ``cu12torch2.7cxx11abiTRUE`` (flash-attn), ``cu128torch2.9.0cxx11abiFALSE`` (third-party flash-attn
+# builds name the full torch version), ``cu128.torch2.9.0`` (exllamav3: a dot between the parts).
 _FLASH = re.compile(
-    r"(?:cu(?P<cu>\d+)|rocm(?P<rocm>\d+))torch(?P<series>\d+\.\d+)(?:cxx11abi(?P<abi>true|false))?"
+    r"(?:cu(?P<cu>\d+)|rocm(?P<rocm>\d+))[._]?torch(?P<series>\d+\.\d+)(?:\.\d+)?"
+    r"(?:cxx11abi(?P<abi>true|false))?"
 )
 _PYG = re.compile(r"pt(?P<major>\d)(?P<minor>\d+)(?P<accel>cu\d+|cpu)")
 _VARIANT = re.compile(r"cu\d+|rocm\d+(?:\.\d+)*|cpu")
@@ -264,6 +267,8 @@ def _flash_fix(data: AbiData, plan: _Plan, name: str, version: Version | None) -
         note = f"flash-attn {version}'s release builds torch {', '.join(release.torch)} with CUDA {cuda} only"
     if plan.backend != "cuda" or plan.abi is None:
         return note, f"use a {name} build made for {plan.label}"
+    if name != "flash-attn":  # another project's naming: say what to look for, not flash-attn's tag
+        return note, f"use a wheel of {name} built for torch {plan.series} and CUDA {plan.accel[0]}"
     cp = "cp" + plan.python.replace(".", "")
     if release is not None and _covers(release, plan.series, plan.accel[0], plan.python, plan.abi):
         url = data.flash_attn_url.format(

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
+from envbuild.catalog.models import CompanionRelease, TorchRequires
 from envbuild.errors import choices
 from envbuild.models import IndexUrl, Pin, RequirementLine
 from envbuild.plan.context import Context
@@ -26,24 +28,147 @@ COMPANIONS = ("torchvision", "torchaudio", "triton", "pytorch-triton-rocm")
 FAMILY = frozenset({"torch", *COMPANIONS})
 
 
-def _release_versions(ctx: Context) -> dict[str, tuple[str, str | None]]:
-    """name -> (version, local tag) of what this torch release pairs with on this variant."""
+@dataclass(frozen=True)
+class _Choice:
+    """The release of a companion the plan pins for this torch, and the evidence for it."""
+
+    version: str
+    local: str | None  # the variant tag: the PyTorch index publishes the paired build with it
+    evidence: str  # "torchvision 0.22.1 requires torch==2.7.1 (its Requires-Dist)"
+    source: str
+    declared: bool  # compatible by declaration only (no release pins this torch exactly)
+
+
+def _release_rows(ctx: Context, name: str) -> dict[str, CompanionRelease]:
+    return {r.version: r for r in ctx.catalog.torch.companion if r.name == name}
+
+
+def _torch_version(ctx: Context) -> Version:
     assert ctx.patch is not None
-    local = ctx.variant
-    out: dict[str, tuple[str, str | None]] = {"torch": (ctx.patch.version, local)}
-    out["torchvision"] = (ctx.patch.torchvision, local)
-    if ctx.patch.torchaudio:
-        out["torchaudio"] = (ctx.patch.torchaudio, local)
-    if ctx.backend == "rocm":
-        out["pytorch-triton-rocm"] = (ctx.patch.triton, None)
-    else:
-        out["triton"] = (ctx.patch.triton, None)
-    return out
+    return Version(ctx.patch.version)
+
+
+def _allows(lines: tuple[str, ...], version: Version) -> bool:
+    return all(Requirement(line).specifier.contains(version, prereleases=True) for line in lines)
+
+
+def _pins_exactly(lines: tuple[str, ...], version: Version) -> bool:
+    specs = [spec for line in lines for spec in Requirement(line).specifier]
+    exact = any(s.operator in ("==", "===") and "*" not in s.version for s in specs)
+    return exact and _allows(lines, version)
+
+
+def _quote(row: CompanionRelease) -> str:
+    """``torchvision 0.22.1 requires torch==2.7.1 (its Requires-Dist)``: the metadata line, as written."""
+    if not row.requires_torch:
+        return f"{row.name} {row.version} declares no torch requirement (no Requires-Dist on torch)"
+    return f"{row.name} {row.version} requires {_lines(row.requires_torch)} (its Requires-Dist)"
+
+
+def _lines(lines: tuple[str, ...]) -> str:
+    """Requires-Dist lines as packaging writes them (``torch (==2.7.1)`` -> ``torch==2.7.1``)."""
+    return "; ".join(str(Requirement(line)) for line in lines)
+
+
+def _triton_lines(ctx: Context) -> tuple[TorchRequires | None, tuple[str, ...]]:
+    """This torch release's own Requires-Dist on triton (the lines whose markers hold on the image)."""
+    assert ctx.patch is not None
+    row = next((t for t in ctx.catalog.torch.torch_requires if t.torch == ctx.patch.version), None)
+    if row is None:
+        return None, ()
+    lines = tuple(line for line in row.triton if applies_on_image(Requirement(line), ctx.python))
+    return row, lines
+
+
+def _choose(ctx: Context, name: str) -> _Choice | None:
+    """The torchvision / torchaudio release for this torch, from the releases' own metadata.
+
+    The newest release whose Requires-Dist pins this torch exactly; else the catalog's pairing when its
+    metadata allows this torch; else (upstream stopped publishing) the newest release compatible by
+    declaration (no torch requirement, or a range holding this torch).  Without metadata rows for the
+    package, the catalog's pairing as recorded.
+    """
+    assert ctx.patch is not None
+    paired = ctx.patch.torchvision if name == "torchvision" else ctx.patch.torchaudio
+    rows = _release_rows(ctx, name)
+    if not rows or (paired is not None and paired not in rows):
+        if paired is None:
+            return None
+        src = f"catalog: {ctx.patch.source} [{ctx.patch.tier}]"
+        return _Choice(paired, ctx.variant, f"the catalog pairs {name} {paired}", src, False)
+    torch = _torch_version(ctx)
+    fits = sorted(
+        (r for r in rows.values() if _allows(r.requires_torch, torch)), key=lambda r: Version(r.version)
+    )
+    exact = [r for r in fits if _pins_exactly(r.requires_torch, torch)]
+    if exact:
+        return _Choice(exact[-1].version, ctx.variant, _quote(exact[-1]), _src(exact[-1]), False)
+    found = next((r for r in fits if r.version == paired), fits[-1] if fits else None)
+    if found is None:
+        return None
+    if found.version == paired:  # the catalog's pairing, published with this torch: the variant build
+        return _Choice(found.version, ctx.variant, _quote(found), _src(found), False)
+    return _Choice(found.version, None, _quote(found), _src(found), True)
+
+
+def _src(row: CompanionRelease | TorchRequires) -> str:
+    return f"{row.source} [{row.tier}]"
+
+
+def _release_versions(ctx: Context, out: Findings) -> dict[str, _Choice]:
+    """name -> the release this torch pairs with on this variant, and why."""
+    assert ctx.patch is not None
+    src = f"catalog: {ctx.patch.source} [{ctx.patch.tier}]"
+    out_: dict[str, _Choice] = {
+        "torch": _Choice(ctx.patch.version, ctx.variant, ctx.torch_label, src, False),
+    }
+    for name in ("torchvision", "torchaudio"):
+        choice = _choose(ctx, name)
+        if choice is not None:
+            out_[name] = choice
+    triton = "pytorch-triton-rocm" if ctx.backend == "rocm" else "triton"
+    row, lines = _triton_lines(ctx)
+    evidence = (
+        f"{ctx.patch.version} requires {_lines(lines)} (its Requires-Dist)"
+        if lines
+        else f"the catalog pairs triton {ctx.patch.triton}"
+    )
+    tsrc = f"{row.source} [{row.tier}]" if row is not None and triton == "triton" else src
+    out_[triton] = _Choice(ctx.patch.triton, None, f"torch {evidence}", tsrc, False)
+    return out_
 
 
 def _matches(req: Requirement, version: str, local: str | None) -> bool:
     full = Version(f"{version}+{local}" if local else version)
     return req.specifier.contains(full, prereleases=True)
+
+
+def _exact(req: Requirement) -> str | None:
+    """The version of a plain ``name==X`` requirement (no wildcard, no URL), else None."""
+    specs = list(req.specifier)
+    if req.url or len(specs) != 1 or specs[0].operator not in ("==", "===") or "*" in specs[0].version:
+        return None
+    try:
+        return Version(specs[0].version).public
+    except InvalidVersion:
+        return None
+
+
+def _verdict(ctx: Context, name: str, version: str) -> tuple[bool | None, str, str]:
+    """(does this release's metadata allow the plan's torch (None: not recorded), evidence, source)."""
+    torch = _torch_version(ctx)
+    if name == "triton":
+        row, lines = _triton_lines(ctx)
+        if row is None:
+            return None, "", ""
+        ok = all(Requirement(line).specifier.contains(Version(version), prereleases=True) for line in lines)
+        assert ctx.patch is not None
+        quote = f"torch {ctx.patch.version} requires {_lines(lines)} (its Requires-Dist)"
+        return ok, quote, f"{row.source} [{row.tier}]"
+    row_ = _release_rows(ctx, name).get(version)
+    if row_ is None:
+        return None, "", ""
+    return _allows(row_.requires_torch, torch), _quote(row_), f"{row_.source} [{row_.tier}]"
 
 
 def resolve_pins(ctx: Context, out: Findings) -> None:
@@ -53,8 +178,7 @@ def resolve_pins(ctx: Context, out: Findings) -> None:
                 _user_line(ctx, out, line, {}, {})
             ctx.requirements.append(line)
         return
-    pairs = _release_versions(ctx)
-    src = f"catalog: {ctx.patch.source} [{ctx.patch.tier}]"
+    pairs = _release_versions(ctx, out)
     wanted: dict[str, str] = {"torch": f"{ctx.torch_label} (torch.version)"}
     if ctx.backend == "cuda":
         wanted["triton"] = f"required by the {ctx.variant} torch wheel on Linux"
@@ -76,24 +200,41 @@ def resolve_pins(ctx: Context, out: Findings) -> None:
         ctx.requirements.append(line)
     order = ["torch", *COMPANIONS]
     for pin_name in sorted(wanted, key=order.index):
-        version, local = pairs[pin_name]
-        ctx.pins.append(Pin(name=pin_name, version=version, local=local, reason=f"{wanted[pin_name]}; {src}"))
-    if ctx.patch.tier == "unconfirmed" and "torchvision" in wanted:
+        choice = pairs[pin_name]
+        ctx.pins.append(
+            Pin(
+                name=pin_name,
+                version=choice.version,
+                local=choice.local,
+                reason=f"{wanted[pin_name]}; {choice.evidence}; source: {choice.source}",
+            )
+        )
+        if choice.declared:
+            _note_declared(ctx, out, pin_name, choice)
+    if ctx.patch.tier == "unconfirmed" and "torchvision" in wanted and not _release_rows(ctx, "torchvision"):
         out.info(
             "I-PIN-UNCONFIRMED",
-            f"torchvision {ctx.patch.torchvision} for torch {ctx.patch.version} follows the pairing rule "
-            "but was not seen in a stored source",
+            f"torchvision {pairs['torchvision'].version} for torch {ctx.patch.version} was not seen in a "
+            "stored source",
+            source=f"catalog: {ctx.patch.source} [{ctx.patch.tier}]",
         )
+
+
+def _note_declared(ctx: Context, out: Findings, name: str, choice: _Choice) -> None:
+    out.info(
+        "I-COMPANION-DECLARED",
+        f"{name} {choice.version} goes with {ctx.torch_label} by declaration: no {name} release pins this "
+        f"torch, and {choice.evidence}; `envbuild validate` imports it and runs its smoke "
+        "test on arrival",
+        source=choice.source,
+    )
 
 
 def _not_paired(ctx: Context, name: str) -> str:
     """Why ``name`` has no pin for this torch release and backend, and what to do instead."""
     assert ctx.patch is not None
     if name == "torchaudio":
-        return (
-            f"torchaudio has no release for torch {ctx.patch.version} (upstream stopped at 2.11.0 and "
-            "its wheels require torch 2.11); drop it or use torch <= 2.11"
-        )
+        return f"no torchaudio release's metadata allows torch {ctx.patch.version}; drop torchaudio"
     if name == "triton" and ctx.backend == "rocm":
         return (
             f"{ctx.torch_label} requires pytorch-triton-rocm (pulled in by the ROCm index); PyPI triton "
@@ -104,19 +245,23 @@ def _not_paired(ctx: Context, name: str) -> str:
     return f"it does not go with {ctx.torch_label}"
 
 
+def _pin_text(name: str, choice: _Choice) -> str:
+    return f"{name}=={choice.version}{'+' + choice.local if choice.local else ''}"
+
+
 def _companion(
     ctx: Context,
     out: Findings,
     where: str,
     req: Requirement,
     name: str,
-    pairs: dict[str, tuple[str, str | None]],
+    pairs: dict[str, _Choice],
     wanted: dict[str, str],
 ) -> None:
     assert ctx.patch is not None
     if name == "torch":
-        version, local = pairs["torch"]
-        if req.url or not _matches(req, version, local):
+        choice = pairs["torch"]
+        if req.url or not _matches(req, choice.version, choice.local):
             out.error(
                 "E-COMPANION-MISMATCH",
                 f"{where}: {str(req)!r} contradicts torch.version ({ctx.torch_label}); drop it, torch "
@@ -136,22 +281,65 @@ def _companion(
     if name not in pairs:
         out.error("E-COMPANION-MISMATCH", f"{where}: {_not_paired(ctx, name)}")
         return
-    version, local = pairs[name]
-    if req.url or not _matches(req, version, local):
+    _judge(ctx, out, where, str(req), req, name, pairs, wanted)
+
+
+def _judge(
+    ctx: Context,
+    out: Findings,
+    where: str,
+    text: str,
+    req: Requirement,
+    name: str,
+    pairs: dict[str, _Choice],
+    wanted: dict[str, str],
+) -> bool:
+    """A requirement on a companion against the metadata.  True: keep the user's line as written."""
+    choice = pairs[name]
+    pin = _pin_text(name, choice)
+    exact = _exact(req)
+    if exact is not None and exact != choice.version:
+        ok, evidence, source = _verdict(ctx, name, exact)
+        if ok is False:
+            out.error(
+                "E-COMPANION-MISMATCH",
+                f"{where}: {text!r} does not go with {ctx.torch_label}: {evidence}; "
+                f"write {pin} (or the bare name {name!r}) or change torch.version",
+                source=source,
+            )
+            return True
+        if ok is None:
+            out.warning(
+                "W-COMPANION-UNRECORDED",
+                f"{where}: {text!r} is kept as written, but envbuild has no metadata for {name} {exact}; "
+                f"the pin it knows for {ctx.torch_label} is {pin}: `envbuild lock` decides",
+            )
+            return True
+        out.info(
+            "I-COMPANION-DECLARED",
+            f"{where}: {text!r} is kept: {evidence}, which allows {ctx.torch_label}; "
+            "`envbuild validate` imports it and runs its smoke test on arrival",
+            source=source,
+        )
+        return True
+    if req.url or not _matches(req, choice.version, choice.local):
         out.error(
             "E-COMPANION-MISMATCH",
-            f"{where}: {str(req)!r} does not match {ctx.torch_label}, which pairs with "
-            f"{name}=={version}{'+' + local if local else ''}; write the bare name {name!r} to get that pin",
+            f"{where}: {text!r} excludes {pin}, the {name} release for {ctx.torch_label} "
+            f"({choice.evidence}); write the bare name {name!r} to get that pin, or change "
+            "torch.version",
+            source=choice.source,
         )
-        return
+        return True
     wanted.setdefault(name, f"companion of {ctx.torch_label} ({where})")
+    return False
 
 
 def _user_line(
     ctx: Context,
     out: Findings,
     line: RequirementLine,
-    pairs: dict[str, tuple[str, str | None]],
+    pairs: dict[str, _Choice],
     wanted: dict[str, str],
 ) -> bool:
     """Check a user requirement naming a torch-family package; False when a pin supersedes it."""
@@ -169,10 +357,11 @@ def _user_line(
             )
         return True
     if name not in pairs:
-        out.error("E-REQ-CONFLICT", f"{line.origin}: {line.text!r}: {_not_paired(ctx, name)}")
+        code = "E-COMPANION-UNAVAILABLE" if name == "torchaudio" else "E-REQ-CONFLICT"
+        out.error(code, f"{line.origin}: {line.text!r}: {_not_paired(ctx, name)}")
         return True
-    version, local = pairs[name]
-    pin = f"{name}=={version}{'+' + local if local else ''}"
+    choice = pairs[name]
+    pin = _pin_text(name, choice)
     if req.url:
         found = wheel_version(req.url.split("#")[0]) if ".whl" in req.url.lower() else None
         if found is not None and found == Version(pin.split("==")[1]):
@@ -190,12 +379,15 @@ def _user_line(
             "(envbuild pins it) or change torch.version / accelerator.version",
         )
         return True
-    if not _matches(req, version, local):
-        out.error(
-            "E-REQ-CONFLICT",
-            f"{line.origin}: {line.text!r} conflicts with the pin {pin} for {ctx.torch_label}; remove it "
-            "(envbuild pins it) or change torch.version / accelerator.version to match",
-        )
+    if name == "torch":
+        if not _matches(req, choice.version, choice.local):
+            out.error(
+                "E-REQ-CONFLICT",
+                f"{line.origin}: {line.text!r} conflicts with the pin {pin} for {ctx.torch_label}; remove it "
+                "(envbuild pins it) or change torch.version / accelerator.version to match",
+            )
+            return True
+    elif _judge(ctx, out, line.origin, line.text, req, name, pairs, wanted):
         return True
     wanted.setdefault(name, f"companion of {ctx.torch_label} ({line.origin})")
     out.info("I-REQ-SUPERSEDED", f"{line.origin}: {line.text!r} is replaced by the exact pin for {name}")
