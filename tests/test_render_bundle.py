@@ -273,6 +273,8 @@ def test_app_credential_files_are_refused(tmp_path: Path, name: str) -> None:
     if name == ".aws":
         target.mkdir()
         (target / "credentials").write_text("[default]\n")
+    elif name.endswith((".pem", ".key")):  # refused for what they hold (a public certificate may stay)
+        target.write_text("-----BEGIN EC PRIVATE KEY-----\nMHcCAQEE\n-----END EC PRIVATE KEY-----\n")
     else:
         target.write_text("SECRET=1\n")
     with pytest.raises(BundleError, match=f"config/{re.escape(name)} .*secrets never go into a bundle"):

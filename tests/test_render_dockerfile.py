@@ -48,14 +48,17 @@ def cpu_plan() -> Plan:
 
 
 def stages(text: str) -> list[list[tuple[str, str]]]:
-    """The parsed instructions, split into stages at each FROM."""
+    """The parsed instructions, split into stages at each FROM (the CA-selection stages left out)."""
     out: list[list[tuple[str, str]]] = []
     for command in dockerfile.parse_string(text):
         if command.cmd == "FROM":
             out.append([])
         if out:
             out[-1].append((command.cmd, " ".join(command.value)))
-    return out
+    return [s for s in out if not s[0][1].endswith(CA_STAGES)]
+
+
+CA_STAGES = ("AS envbuild-ca", "AS envbuild-no-ca", "AS envbuild-final-ca")
 
 
 def test_contract_layout() -> None:
@@ -75,8 +78,11 @@ def test_contract_layout() -> None:
         "tools/ /tmp/envbuild/tools/",
     ]
     final_copies = [v for c, v in final if c == "COPY"]
+    # the final stage trusts the --ca-cert certificates only with FINAL_CA=envbuild-ca (--keep-ca-cert)
+    assert "ARG FINAL_CA=envbuild-no-ca\n" in text and "FROM ${FINAL_CA} AS envbuild-final-ca\n" in text
+    assert "\nCOPY --from=envbuild-final-ca /envbuild/certs/ " in text.split("\nFROM ${BASE_IMAGE}\n")[1]
     assert final_copies == [
-        "certs/ /usr/local/share/ca-certificates/envbuild/",
+        "/envbuild/certs/ /usr/local/share/ca-certificates/envbuild/",
         "/opt/venv /opt/venv",
         "/opt/envbuild /opt/envbuild",
         "envbuild.lock.json /etc/envbuild/envbuild.lock.json",

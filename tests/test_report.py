@@ -90,7 +90,7 @@ def test_damaged_manifest_and_report_json_are_named_not_a_traceback(run_dir: Pat
 def test_secrets_never_land_in_the_report(run_dir: Path) -> None:
     env_lines = (run_dir / "env.txt").read_text().splitlines()
     assert "HF_TOKEN=[REDACTED]" in env_lines
-    assert "PIP_INDEX_URL=https://[REDACTED]@mirror.example/simple" in env_lines
+    assert "PIP_INDEX_URL=https://***@mirror.example/simple" in env_lines
     for path in run_dir.iterdir():
         text = path.read_text(encoding="utf-8")
         assert "hf_reportTestSecretValue42" not in text and "pa55word" not in text, path.name
@@ -223,12 +223,11 @@ def test_diff_reports_package_and_driver_changes(tmp_path: Path) -> None:
 
 
 def test_redaction_helpers() -> None:
-    env = {"AWS_SECRET_ACCESS_KEY": "x", "WANDB_API_KEY": "y", "HOME": "/root", "DB": "postgres://u:p@h/db"}
-    assert redact_env(env) == {
-        "AWS_SECRET_ACCESS_KEY": REDACTED,
-        "WANDB_API_KEY": REDACTED,
+    env = {"AWS_SECRET_ACCESS_KEY": "x", "HF_TOKEN": "y", "HOME": "/root", "PIP_INDEX_URL": "postgres://u:p@h/db"}
+    assert redact_env(env) == {  # AWS_SECRET_ACCESS_KEY: not on env.txt's allow-list
+        "HF_TOKEN": REDACTED,
         "HOME": "/root",
-        "DB": f"postgres://{REDACTED}@h/db",
+        "PIP_INDEX_URL": "postgres://***@h/db",
     }
     assert redact_text("token=abcdef123 ok", {"MY_TOKEN": "abcdef123"}) == f"token={REDACTED} ok"
     assert redact_text("a 1 b", {"MY_TOKEN": "1"}) == "a 1 b"  # too short to scrub from free text

@@ -1,9 +1,11 @@
 """Extra CA certificates for networks that intercept TLS (``envbuild build --ca-cert``).
 
 Each file is read, every PEM certificate block in it is parsed by OpenSSL (through :mod:`ssl`), and
-only the certificate blocks are kept: a file that also holds a private key is refused, so a key can
-never reach an image.  The certificates travel in the build context's ``certs/`` folder only; they
-are never written into the bundle on disk.
+only the certificate blocks are kept: a file that also holds a private key (or anything else the
+secret policy, :mod:`envbuild.secrets`, recognises) is refused, so a key can never reach an image.
+The certificates travel in the build context's ``certs/`` folder only; they are never written into
+the bundle on disk.  The builder stages trust them for apt and pip; the final image leaves them out
+unless ``envbuild build --keep-ca-cert`` asks to keep them (``templates/dockerfiles/Dockerfile.j2``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envbuild.errors import UsageError
+from envbuild.secrets import content_reason
 
 MAX_CERT_FILE_BYTES = 1 << 20
 _BLOCK_RE = re.compile(r"-----BEGIN CERTIFICATE-----\r?\n[A-Za-z0-9+/=\r\n]+?-----END CERTIFICATE-----")
@@ -43,8 +46,9 @@ def load_ca_cert(path: Path) -> CaCert:
         raise UsageError(
             f"{where}: not a PEM file (not ASCII text; convert DER with `openssl x509 -inform der`)"
         ) from None
-    if "PRIVATE KEY-----" in text:
-        raise UsageError(f"{where}: contains a private key; pass only the CA certificate(s), never a key")
+    found = content_reason(raw)  # the secret policy: a private key (any PEM kind), a token
+    if found:
+        raise UsageError(f"{where}: contains {found}; pass only the public CA certificate(s), never a key")
     blocks = _BLOCK_RE.findall(text)
     if not blocks:
         raise UsageError(f"{where}: no PEM certificate found (expected -----BEGIN CERTIFICATE----- blocks)")

@@ -4,6 +4,13 @@ The same inputs give the same bytes: entries sorted, owner root, fixed mtime, mo
 0644/0755.  The bundle's ``.dockerignore`` is honoured (the daemon does not apply it to a custom
 context), build logs are left out, an external ``--wheelhouse`` replaces ``BUNDLE/wheelhouse/``, and
 extra CA certificates are added under ``certs/`` in the context only.
+
+Before any byte is written, :func:`check_context` re-checks everything the context would hold against
+the secret policy (:mod:`envbuild.secrets`): a bundle is a folder anyone can add files to after
+``render`` (a private key in ``certs/``, an ``app/.env``, a token in ``tools/``), so a credential file
+by name, or any file whose bytes hold a private key, token or URL credential, fails the build naming
+the file.  Wheels in ``wheelhouse/`` and ``tools/`` are checked by name (their bytes are checked
+against the lock's hashes instead), files over :data:`MAX_SCAN_BYTES` by name only.
 """
 
 from __future__ import annotations
@@ -19,6 +26,9 @@ from typing import IO
 from envbuild.build.certs import CaCert
 from envbuild.errors import BundleError
 from envbuild.models import Lock, read_lock
+from envbuild.secrets import file_name_reason, file_reason
+
+MAX_SCAN_BYTES = 64 << 20
 
 FIXED_MTIME = 315532800  # 1980-01-01, like reproducible wheels
 REQUIRED_FILES = ("Dockerfile", "envbuild.lock.json", "requirements-rebuild.txt")
@@ -56,6 +66,62 @@ def _ignore_patterns(bundle: Path) -> list[str]:
             if line and not line.startswith("#"):
                 patterns.append(line)
     return patterns
+
+
+def _external(bundle: Path, wheelhouse: Path | None) -> Path | None:
+    external = wheelhouse.resolve() if wheelhouse is not None else None
+    if external is not None and external == (bundle / "wheelhouse").resolve():
+        return None
+    if external is not None and not external.is_dir():
+        raise BundleError(f"--wheelhouse {wheelhouse}: not a directory (fill one with `envbuild fetch`)")
+    return external
+
+
+def _selected(bundle: Path, external: Path | None) -> Iterator[tuple[str, Path]]:
+    """(name in the context, path) for every bundle entry that goes into the context, in order."""
+    from docker.utils.build import PatternMatcher
+
+    matcher = PatternMatcher(_ignore_patterns(bundle))
+    for path in _walk(bundle):
+        rel = path.relative_to(bundle).as_posix()
+        if matcher.matches(rel):
+            continue
+        if external is not None and rel.startswith("wheelhouse/") and rel != "wheelhouse/.keep":
+            continue
+        yield rel, path
+
+
+def _external_files(external: Path) -> Iterator[Path]:
+    for path in sorted(external.iterdir(), key=lambda p: p.name):
+        if path.is_file() and (path.suffix == ".whl" or path.name == "SHA256SUMS"):
+            yield path
+
+
+def _secret_reason(rel: str, path: Path) -> str | None:
+    if path.is_symlink() or not path.is_file():
+        return file_name_reason(path.name)
+    wheel = rel.startswith(("wheelhouse/", "tools/")) and rel.endswith(".whl")
+    if wheel or path.stat().st_size > MAX_SCAN_BYTES:
+        return file_name_reason(path.name)
+    return file_reason(path.name, path.read_bytes())
+
+
+def check_context(bundle: Path, wheelhouse: Path | None = None) -> None:
+    """Refuse (:class:`BundleError`, exit 2) a secret anywhere in what the build context would hold.
+
+    Called by ``envbuild build`` before the engine is contacted, and by :func:`write_context`."""
+    bundle = bundle.resolve()
+    external = _external(bundle, wheelhouse)
+    entries = list(_selected(bundle, external))
+    if external is not None:
+        entries += [(f"wheelhouse/{p.name}", p) for p in _external_files(external)]
+    for rel, path in entries:
+        reason = _secret_reason(rel, path)
+        if reason:
+            raise BundleError(
+                f"{path}: {reason}; secrets never go into a build context or an image: remove it from "
+                "the bundle and provide it at run time (docker run -e / --env-file / -v)"
+            )
 
 
 def _walk(root: Path) -> Iterator[Path]:
@@ -117,28 +183,19 @@ def write_context(
     wheelhouse: Path | None = None,
     ca_certs: tuple[CaCert, ...] = (),
 ) -> ContextInfo:
-    """Write the build context for ``bundle`` into ``out`` (a binary file object) and describe it."""
-    from docker.utils.build import PatternMatcher
+    """Write the build context for ``bundle`` into ``out`` (a binary file object) and describe it.
 
+    Refuses a bundle whose context would hold a secret (:func:`check_context`) before writing."""
     check_bundle(bundle)
+    check_context(bundle, wheelhouse)
     bundle = bundle.resolve()
-    external = wheelhouse.resolve() if wheelhouse is not None else None
-    if external is not None and external == (bundle / "wheelhouse").resolve():
-        external = None
-    if external is not None and not external.is_dir():
-        raise BundleError(f"--wheelhouse {wheelhouse}: not a directory (fill one with `envbuild fetch`)")
-    matcher = PatternMatcher(_ignore_patterns(bundle))
+    external = _external(bundle, wheelhouse)
     hasher = _HashingWriter(out)
     writer = _Writer(hasher)  # type: ignore[arg-type]
     try:
         wheels = tools = 0
         added: dict[str, str] = {}  # "wheelhouse/x.whl" -> sha256 of what went into the context
-        for path in _walk(bundle):
-            rel = path.relative_to(bundle).as_posix()
-            if matcher.matches(rel):
-                continue
-            if external is not None and rel.startswith("wheelhouse/") and rel != "wheelhouse/.keep":
-                continue
+        for rel, path in _selected(bundle, external):
             if path.is_symlink():
                 target = path.resolve()
                 if not target.is_relative_to(bundle):
@@ -158,12 +215,11 @@ def write_context(
                 raise BundleError(f"{path}: not a regular file or directory; remove it from the bundle")
         if external is not None:
             writer.add_dir("wheelhouse")
-            for path in sorted(external.iterdir(), key=lambda p: p.name):
-                if path.is_file() and (path.suffix == ".whl" or path.name == "SHA256SUMS"):
-                    digest = writer.add_file(f"wheelhouse/{path.name}", path)
-                    if path.suffix == ".whl":
-                        added[f"wheelhouse/{path.name}"] = digest
-                    wheels += path.suffix == ".whl"
+            for path in _external_files(external):
+                digest = writer.add_file(f"wheelhouse/{path.name}", path)
+                if path.suffix == ".whl":
+                    added[f"wheelhouse/{path.name}"] = digest
+                wheels += path.suffix == ".whl"
         _check_sums(added, {"wheelhouse": external or bundle / "wheelhouse", "tools": bundle / "tools"})
         if ca_certs:
             writer.add_dir("certs")

@@ -3,8 +3,10 @@
 The context is assembled deterministically (:mod:`envbuild.build.context`) into a temporary file and
 streamed to the engine; progress is shown live; the full log is saved beside the bundle as
 ``build-<tag>.log``.  A failure names the failing step, shows the tail of its output and raises
-:class:`BuildError` (exit 1).  Nothing secret is ever passed as a build argument: the only one is
-``BASE_IMAGE``.
+:class:`BuildError` (exit 1).  Nothing secret is ever passed as a build argument: the only ones are
+``BASE_IMAGE`` and ``FINAL_CA=envbuild-ca`` (``--keep-ca-cert``: the final image keeps the
+``--ca-cert`` certificates, which otherwise trust apt and pip in the build stages only).  The context
+is re-checked for secrets before the engine sees it (:func:`envbuild.build.context.check_context`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from envbuild.build.wheelhouse import verify_wheelhouse
 from envbuild.errors import BuildError, BundleError
 
 SPOOL_BYTES = 64 << 20
+FINAL_CA_STAGE = "AS envbuild-final-ca"  # in a Dockerfile whose final stage can leave certs/ out
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,13 @@ class BuildResult:
     @property
     def cached_steps(self) -> int:
         return sum(s.cached for s in self.steps)
+
+
+def build_args(base_image: str | None, keep_ca_cert: bool) -> dict[str, str]:
+    args = {"BASE_IMAGE": base_image} if base_image else {}
+    if keep_ca_cert:
+        args["FINAL_CA"] = "envbuild-ca"  # the stage that holds certs/ (templates/dockerfiles/Dockerfile.j2)
+    return args
 
 
 def log_path_for(bundle: Path, tag: str) -> Path:
@@ -76,6 +86,7 @@ def build_image(
     progress: bool = True,
     client: Any = None,
     wheels_checked: bool = False,
+    keep_ca_cert: bool = False,
 ) -> BuildResult:
     """Build ``bundle`` as ``tag``; return what was built or raise :class:`BuildError`.
 
@@ -91,6 +102,15 @@ def build_image(
             "line without one; lock the bundle first (`envbuild lock` or `envbuild fetch`), which pins "
             "every distribution with its hashes"
         )
+    if (
+        certs
+        and not keep_ca_cert
+        and FINAL_CA_STAGE not in (bundle / "Dockerfile").read_text(encoding="utf-8")
+    ):
+        raise BundleError(
+            f"{bundle / 'Dockerfile'}: rendered before the final image could leave --ca-cert out; "
+            "re-render the bundle (`envbuild render`), or pass --keep-ca-cert to keep the CA in the image"
+        )
     api = client if client is not None else api_client()
     log_path = log_path_for(bundle, tag)
     started = time.monotonic()
@@ -105,7 +125,10 @@ def build_image(
         with log_file as log:
             log.write(f"# envbuild build {bundle} --tag {tag}\n")
             log.write(f"# context: {info.files} files, {info.bytes} bytes, sha256 {info.sha256}\n")
-            log.write(f"# wheels: {info.wheels}, tool wheels: {info.tools}, extra CA certs: {len(certs)}\n")
+            kept = " (kept in the final image)" if keep_ca_cert else " (build stages only)" if certs else ""
+            log.write(
+                f"# wheels: {info.wheels}, tool wheels: {info.tools}, extra CA certs: {len(certs)}{kept}\n"
+            )
             stream = BuildStream(log)
             kwargs: dict[str, Any] = {
                 "fileobj": context_file,
@@ -115,7 +138,7 @@ def build_image(
                 "rm": True,
                 "forcerm": True,
                 "nocache": no_cache,
-                "buildargs": {"BASE_IMAGE": base_image} if base_image else None,
+                "buildargs": build_args(base_image, keep_ca_cert) or None,
                 "network_mode": network,
             }
             try:

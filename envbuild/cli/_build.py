@@ -67,7 +67,13 @@ def fetch_command(
     "ca_certs",
     multiple=True,
     type=click.Path(path_type=Path, dir_okay=False),
-    help="Extra CA certificate (PEM) trusted while building; repeatable. Never written into the bundle.",
+    help="Extra CA certificate (PEM) trusted by apt and pip while building; repeatable. Never written into "
+    "the bundle, and left out of the final image unless --keep-ca-cert.",
+)
+@click.option(
+    "--keep-ca-cert",
+    is_flag=True,
+    help="Keep the --ca-cert certificates in the final image's trust store (default: build stages only).",
 )
 @click.option("--network", default=None, help="Network for RUN steps: bridge, default, host or none.")
 @click.option("--no-cache", is_flag=True, help="Rebuild every layer.")
@@ -88,6 +94,7 @@ def build_command(
     base_image: str | None,
     wheelhouse: Path | None,
     ca_certs: tuple[Path, ...],
+    keep_ca_cert: bool,
     network: str | None,
     no_cache: bool,
     targets: tuple[str, ...],
@@ -99,7 +106,7 @@ def build_command(
 ) -> None:
     """Build BUNDLE_OR_PROFILE (a rendered bundle, a built-in profile or a .toml) into an image."""
     from envbuild.build.cache import render_cached, resolve_source
-    from envbuild.build.context import check_bundle
+    from envbuild.build.context import check_bundle, check_context
     from envbuild.build.engine import api_client
     from envbuild.build.fetch import fetch
     from envbuild.build.image import build_image, check_build_args
@@ -110,6 +117,7 @@ def build_command(
     checked = False  # the wheelhouse matches the lock (checked here, or filled by fetch)
     if result is None:
         lock = check_bundle(bundle)  # an incomplete bundle or a damaged lock: exit 2 before the engine
+        check_context(bundle, wheelhouse)  # a secret added to the bundle after render: exit 2, no engine
         if not do_fetch:
             verify_wheelhouse(lock, wheelhouse if wheelhouse is not None else bundle / "wheelhouse")
             checked = True
@@ -146,6 +154,7 @@ def build_command(
         progress=not quiet,
         client=api,
         wheels_checked=checked,
+        keep_ca_cert=keep_ca_cert,
     )
     cached = f", {built.cached_steps}/{len(built.steps)} steps from cache" if built.steps else ""
     click.echo(

@@ -11,8 +11,9 @@ Decisions recorded here (see also the package docstring):
   declared), ``LD_PRELOAD``/``LD_AUDIT`` are rejected (they inject code into every process), the
   ``*_VISIBLE_DEVICES`` selectors are rejected (devices are chosen at ``docker run`` time), and the
   ``ENVBUILD_`` prefix is reserved.  ``PYTHONPATH`` and ``LD_LIBRARY_PATH`` are allowed.
-* Keys that look like secrets are rejected, and so are values that look like well-known token formats
-  or URLs carrying a password: provide secrets at run time, never in the profile.
+* Keys that look like secrets are rejected, and so are values that look like well-known token formats,
+  private keys or URLs carrying credentials (the one policy: :mod:`envbuild.secrets`); the message
+  shows only the redacted form.  Provide secrets at run time, never in the profile.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import re
 from collections.abc import Iterable
 
 from packaging.version import InvalidVersion, Version
+
+from envbuild.secrets import name_reason, value_reason
 
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]*")
 NAME_MAX = 64
@@ -63,18 +66,6 @@ RESERVED_ENV = {
     "ROCR_VISIBLE_DEVICES": "choose devices at run time (docker run --device / -e)",
 }
 SECRET_HINT = "provide secrets at run time, never in the profile"
-_SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "APIKEY", "PRIVATEKEY", "ACCESSKEY")
-_NOT_AUTH = ("AUTHOR", "AUTHORS", "AUTHORITY")  # GIT_AUTHOR_NAME, CERT_AUTHORITY are not secrets
-_SECRET_PAIRS = ("API_KEY", "ACCESS_KEY", "PRIVATE_KEY", "SECRET_KEY", "AUTH_KEY", "SESSION_KEY")
-# Well-known credential formats (Hugging Face, GitHub, OpenAI-style, AWS access key ids, Slack, JWT).
-_SECRET_VALUE_RE = re.compile(
-    r"(?:\bhf_[A-Za-z0-9]{30,}|\bgh[pousr]_[A-Za-z0-9]{30,}|\bgithub_pat_[A-Za-z0-9_]{30,}"
-    r"|\bsk-[A-Za-z0-9_-]{20,}|\bAKIA[0-9A-Z]{16}\b|\bxox[abprs]-[A-Za-z0-9-]{10,}"
-    r"|\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.)"
-)
-# The lookbehind starts a scheme only at the start of a run: without it a long run of letters costs
-# quadratic time (a hostile 4 MiB requirements line would hang `envbuild check`).
-_URL_PASSWORD_RE = re.compile(r"(?<![a-zA-Z0-9+.-])[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]*:[^/\s@]*@")
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 # Characters that change what a reader sees without being visible: C1 controls (NEL splits lines for
 # Python's splitlines), line/paragraph separators, bidirectional overrides ("Trojan Source"),
@@ -157,25 +148,8 @@ def check_apt(value: str) -> str | None:
 
 
 def secret_key_reason(key: str) -> str | None:
-    """Why an env key looks like it holds a secret, or ``None``."""
-    upper = key.upper()
-    for pair in _SECRET_PAIRS:
-        if pair in upper:
-            return f"contains {pair}"
-    for word in upper.split("_"):
-        if not word:
-            continue
-        for secret in _SECRET_WORDS:
-            # "HF_TOKEN", "GITTOKEN", "SECRETS" are secrets; "TOKENIZERS_PARALLELISM" is not.
-            if word == secret or word.endswith(secret) or word == secret + "S":
-                return f"contains {secret}"
-            if secret in ("SECRET", "PASSWORD", "PASSWD", "CREDENTIAL") and word.startswith(secret):
-                return f"contains {secret}"
-        if word == "AUTH" or (word.startswith("AUTH") and word not in _NOT_AUTH) or word.endswith("AUTH"):
-            return "contains AUTH"
-        if word == "PASS" or (word == "PWD" and upper != "PWD"):
-            return f"contains {word}"
-    return None
+    """Why an env key looks like it holds a secret, or ``None`` (the policy: :mod:`envbuild.secrets`)."""
+    return name_reason(key)
 
 
 def check_env_key(key: str) -> str | None:
@@ -192,11 +166,9 @@ def check_env_key(key: str) -> str | None:
 
 
 def secret_value_reason(value: str) -> str | None:
-    if _URL_PASSWORD_RE.search(value):
-        return "contains a URL with a password"
-    if _SECRET_VALUE_RE.search(value):
-        return "looks like an access token"
-    return None
+    """Why a value looks like a secret (``"holds a GitHub token"``), or ``None``; never the value."""
+    found = value_reason(value)
+    return f"holds {found}" if found else None
 
 
 def check_env_value(value: str) -> str | None:

@@ -14,6 +14,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
 
 from envbuild.profile.fields import SECRET_HINT, has_control, secret_key_reason, secret_value_reason
+from envbuild.secrets import redact
 
 ENV_VAR_RE = re.compile(r"\$\{[^}$]*\}")  # "[^}$]": linear time on "${${${..."
 SCHEME_RE = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://")
@@ -27,7 +28,12 @@ ENV_VAR_MSG = (
 
 
 class LineError(Exception):
-    """A problem in one requirement line; the loader turns it into an Issue."""
+    """A problem in one requirement line; the loader turns it into an Issue.
+
+    The message is redacted by the secret policy: a line it quotes never shows a password or token."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact(message))
 
 
 def _split_url(url: str) -> SplitResult:

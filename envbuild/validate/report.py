@@ -18,7 +18,7 @@ from pathlib import Path
 from envbuild.digest import sha256_file
 from envbuild.errors import UsageError
 from envbuild.validate.model import Report
-from envbuild.validate.redact import redact_env, redact_text
+from envbuild.validate.redact import env_lines, redact_text
 
 MANIFEST = "MANIFEST.sha256"
 RAW_FILES = frozenset(
@@ -60,7 +60,8 @@ def atomic_write(path: Path, text: str) -> None:
 
 
 def env_text(env: Mapping[str, str]) -> str:
-    return "".join(f"{k}={v}\n" for k, v in sorted(redact_env(env).items()))
+    """The allow-listed variables, redacted; the rest counted (:mod:`envbuild.validate.redact`)."""
+    return env_lines(env)
 
 
 def render_markdown(report: Report) -> str:
