@@ -120,7 +120,7 @@ def _release_versions(ctx: Context, out: Findings) -> dict[str, _Choice]:
     assert ctx.patch is not None
     src = f"catalog: {ctx.patch.source} [{ctx.patch.tier}]"
     out_: dict[str, _Choice] = {
-        "torch": _Choice(ctx.patch.version, ctx.variant, ctx.torch_label, src, False),
+        "torch": _Choice(ctx.patch.version, ctx.variant, "", src, False),
     }
     for name in ("torchvision", "torchaudio"):
         choice = _choose(ctx, name)
@@ -206,7 +206,9 @@ def resolve_pins(ctx: Context, out: Findings) -> None:
                 name=pin_name,
                 version=choice.version,
                 local=choice.local,
-                reason=f"{wanted[pin_name]}; {choice.evidence}; source: {choice.source}",
+                reason="; ".join(
+                    x for x in (wanted[pin_name], choice.evidence, f"source: {choice.source}") if x
+                ),
             )
         )
         if choice.declared:
