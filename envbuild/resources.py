@@ -47,3 +47,16 @@ def cache_dir() -> Path:
     xdg = os.environ.get("XDG_CACHE_HOME", "")
     base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
     return base / "envbuild"
+
+
+def data_dir() -> Path:
+    """envbuild's per-user data: ``$XDG_DATA_HOME/envbuild``, or ``~/.local/share/envbuild`` when the
+    variable is unset, empty or relative (as the XDG base directory spec says).
+
+    It holds what the user asked envbuild to record (the catalog overlay ``envbuild catalog refresh``
+    writes); unlike the cache, deleting it changes what ``check`` accepts.  Raises RuntimeError when
+    there is no home folder to default to.
+    """
+    xdg = os.environ.get("XDG_DATA_HOME", "")
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".local" / "share"
+    return base / "envbuild"

@@ -12,6 +12,13 @@ REPO = Path(__file__).resolve().parent.parent
 BASE_IMAGE = os.environ.get("ENVBUILD_TEST_BASE_IMAGE", "envbuild/debian:12")
 
 
+@pytest.fixture(autouse=True)
+def _no_user_overlay(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test sees the user's catalog overlay (``envbuild catalog refresh`` writes it under
+    $XDG_DATA_HOME/envbuild): every test gets an empty data folder of its own, subprocesses included."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("xdg-data")))
+
+
 @pytest.fixture(scope="session")
 def docker_client() -> Iterator[object]:
     import docker

@@ -10,9 +10,12 @@ loads them once (cached) into typed frozen models and answers look-ups for the p
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
@@ -37,7 +40,10 @@ from envbuild.catalog.models import (
     TorchCatalog,
     sm_cc,
 )
-from envbuild.resources import catalog_dir
+from envbuild.resources import catalog_dir, data_dir
+
+if TYPE_CHECKING:
+    from envbuild.catalog.overlay import OverlayState
 
 __all__ = [
     "BlenderSeries",
@@ -70,6 +76,8 @@ class Catalog:
     reserves: tuple[ReserveEntry, ...]
     terms: Terms
     prices: tuple[PriceEntry, ...]
+    # The user's overlay (``envbuild catalog refresh``) merged into ``torch``, or None without one.
+    overlay: OverlayState | None = None
 
     # ---- cards -----------------------------------------------------------------------------------
     def card_ids(self) -> list[str]:
@@ -178,5 +186,33 @@ def _load(directory: Path) -> Catalog:
 
 
 def load_catalog(directory: Path | None = None) -> Catalog:
-    """Load (once, cached) and validate the catalog; ``directory`` defaults to the packaged data."""
-    return _load((directory or catalog_dir()).resolve())
+    """Load (once, cached) and validate the catalog; ``directory`` defaults to the packaged data.
+
+    With the default data, the user's overlay (``envbuild catalog refresh``, in the data folder) is
+    merged in when the file exists: torch releases the built-in data lacks are added as
+    ``unconfirmed`` rows (:mod:`envbuild.catalog.overlay`).  Without the file nothing more is imported
+    or read; an explicit ``directory`` is loaded as it is.
+    """
+    if directory is not None:
+        return _load(directory.resolve())
+    base = _load(catalog_dir().resolve())
+    try:
+        path = data_dir() / "catalog-overlay.json"
+        st = os.stat(path)
+    except (OSError, RuntimeError):  # no overlay, or no home folder to look in
+        return base
+    return _with_overlay(catalog_dir().resolve(), path, st.st_mtime_ns, st.st_size)
+
+
+@functools.cache
+def _with_overlay(directory: Path, path: Path, mtime_ns: int, size: int) -> Catalog:
+    """The catalog in ``directory`` with the overlay at ``path`` (its stat in the cache key)."""
+    from envbuild.catalog import overlay
+
+    base = _load(directory)
+    try:
+        data = overlay.read(path)
+    except overlay.OverlayInvalid as exc:
+        return dataclasses.replace(base, overlay=overlay.OverlayState(path=path, error=str(exc)))
+    torch, state = overlay.merge(base.torch, base.toolkits, data, path)
+    return dataclasses.replace(base, torch=torch, overlay=state)

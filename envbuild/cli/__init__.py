@@ -43,6 +43,7 @@ def handle_errors(func: F) -> F:
 # entry) loads every module first, so no command can go missing.
 COMMAND_MODULES = {
     "build": "_build",
+    "catalog": "_catalog",
     "check": "_check",
     "fetch": "_build",
     "lock": "_lock",

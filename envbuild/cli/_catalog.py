@@ -48,3 +48,73 @@ def targets(as_json: bool) -> None:
     for row, card in zip(rows, cards, strict=True):
         table.add_row(*row, card.name)
     Console().print(table)
+
+
+@cli.group("catalog")
+def catalog() -> None:
+    """The catalog in force: refresh the user overlay from the package indexes, show what is known."""
+
+
+@catalog.command("refresh")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the releases found, the new ones and the indexes read as JSON.",
+)
+@click.option(
+    "--index-url",
+    default="https://pypi.org/simple",
+    show_default=True,
+    metavar="URL",
+    help="The package index (PEP 691 JSON simple API).",
+)
+@click.option(
+    "--torch-index",
+    default="https://download.pytorch.org/whl",
+    show_default=True,
+    metavar="URL",
+    help="The PyTorch index (per-variant PEP 503 pages).",
+)
+@handle_errors
+def refresh(as_json: bool, index_url: str, torch_index: str) -> None:
+    """Read torch, torchvision, torchaudio, triton and bpy releases from the indexes into the overlay."""
+    from envbuild.catalog.refresh import refresh as run
+
+    result = run(index_url, torch_index)
+    if as_json:
+        click.echo(json.dumps(result.as_json(), indent=2, sort_keys=True))
+        return
+    o = result.overlay
+    found = result.found()
+    new = result.new_vs_builtin()
+    click.echo(f"wrote {result.path} ({result.seconds:.1f} s)")
+    for index in o.indexes:
+        click.echo(f"  {index.kind} {index.url}: " + ("read" if index.ok else f"NOT read ({index.error})"))
+    for name, versions in found.items():
+        fresh = new[name]
+        tail = f", not in the built-in catalog: {', '.join(fresh)}" if fresh else ""
+        click.echo(f"  {name}: {len(versions)} releases{tail}")
+    unconfirmed = [r.version for r in o.torch if not r.confirmed]
+    if unconfirmed:
+        click.echo(f"  torch without metadata on the index (unconfirmed): {', '.join(unconfirmed)}")
+    for line in result.state.unusable:
+        click.echo(f"  not usable: {line}")
+    for line in result.state.disagreements:
+        click.echo(f"  disagrees with the built-in catalog (built-in kept): {line}")
+    if result.previous_error:
+        click.echo(f"  the previous overlay was not readable and was replaced: {result.previous_error}")
+
+
+@catalog.command("show")
+@click.option("--json", "as_json", is_flag=True, help="Print what is in force as JSON.")
+@handle_errors
+def show(as_json: bool) -> None:
+    """What is in force: the built-in data files, the overlay, torch releases and Blender versions."""
+    from envbuild.catalog.show import describe, render_text
+
+    data = describe()
+    if as_json:
+        click.echo(json.dumps(data, indent=2, sort_keys=True))
+    else:
+        click.echo(render_text(data))

@@ -127,6 +127,13 @@ def check(profile: Profile, targets: Sequence[str] | None = None, driver: str | 
     environment.check_glibc(ctx, out)
     blender_version, blender_url, blender_sha = check_blender(ctx, out)
     packages.note_unresolved(ctx, out)
+    if catalog.overlay is not None:  # the user's overlay (envbuild catalog refresh): its age, its rows
+        from envbuild.catalog.overlay import findings as overlay_findings
+
+        patch = ctx.patch.version if ctx.patch is not None else None
+        archs = tuple(c.arch for c in cards)
+        for severity, code, message, source in overlay_findings(catalog.overlay, patch, ctx.variant, archs):
+            out.add(severity, code, message, source=source)
 
     if ctx.cuda_wheel is not None:
         arch_list = ctx.cuda_wheel.archs
