@@ -75,6 +75,15 @@ HAND_METADATA = {
         "Metadata-Version: 2.4\nName: torchaudio\nVersion: 2.11.0\nRequires-Python: >=3.10\n"
     ),
 }
+# WRITTEN BY HAND and deliberately WRONG (the real 2.15.0 wheel is the cu132 build with triton~=3.9.0):
+# a metadata file that disagrees with the built-in 2.15 row, which must be reported and not applied.
+HAND_WRONG = {
+    "torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl.metadata": (
+        "Metadata-Version: 2.4\nName: torch\nVersion: 2.15.0\n"
+        'Requires-Dist: cuda-toolkit[cudart]==13.0.3; platform_system == "Linux"\n'
+        'Requires-Dist: triton==3.8.0; platform_system == "Linux"\n'
+    ),
+}
 # The PyTorch index, WRITTEN BY HAND (download.pytorch.org is unreachable from here): PEP 503 pages.
 _WHEEL = "torch-{v}%2B{var}-cp312-cp312-manylinux_2_28_x86_64.whl"
 
@@ -116,7 +125,9 @@ class _Server:
         self.httpd.server_close()
 
 
-def _pypi_handler(hand: bool, log: list[tuple[str, str]]) -> type[BaseHTTPRequestHandler]:
+def _pypi_handler(
+    hand: bool, log: list[tuple[str, str]], wrong: bool = False
+) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args: object) -> None:
             pass
@@ -143,6 +154,8 @@ def _pypi_handler(hand: bool, log: list[tuple[str, str]]) -> type[BaseHTTPReques
                 name = parts[-1]
                 if hand and name in HAND_METADATA:
                     body = HAND_METADATA[name].encode()
+                elif wrong and name in HAND_WRONG:
+                    body = HAND_WRONG[name].encode()
                 elif (RECORDED / "files" / name).is_file():
                     body = (RECORDED / "files" / name).read_bytes()
             if body is None:
@@ -476,3 +489,47 @@ def test_no_overlay_imports_nothing_new(env: dict[str, str]) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO, timeout=120
     )
     assert "LOADED []" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_new_release_pytorch_index_unreachable(tmp_path: Path, env: dict[str, str], pypi_hand: str) -> None:
+    """Without the PyTorch index the overlay's release has its PyPI default build only, and says so."""
+    out = _refresh(env, pypi_hand, f"http://127.0.0.1:{_closed_port()}/whl")
+    assert out["indexes"][1]["ok"] is False
+    notes = out["usable"]["2.16.0"]
+    assert any("PyTorch index was not read" in n for n in notes)
+    row = next(r for r in json.loads(_overlay_file(env).read_text())["torch"] if r["version"] == "2.16.0")
+    assert row["variants"] is None and row["default_variant"] == "cu132"
+    proc = envbuild(env, "check", str(_profile(tmp_path, "2.16.0")), "--json")
+    result = json.loads(proc.stdout)
+    warn = {f["code"]: f for f in result["findings"]}["W-OVERLAY-UNCONFIRMED"]
+    assert "only the PyPI default build (cu132) is known" in warn["message"]
+    assert "cu132 arch list is unknown" in warn["message"] and "sm_90" in warn["message"]
+    assert result["plan"]["torch_variant"] == "cu132"
+    # cu130 is not known for 2.16.0 without the PyTorch index.
+    profile = _profile(tmp_path, "2.16.0")
+    profile.write_text(profile.read_text().replace('backend = "cuda"', 'backend = "cuda"\nversion = "13.0"'))
+    proc = envbuild(env, "check", str(profile), "--json")
+    assert proc.returncode == 1
+    assert "E-VARIANT-UNAVAILABLE" in {f["code"] for f in json.loads(proc.stdout)["findings"]}
+
+
+def test_disagreement_reported_built_in_kept(env: dict[str, str]) -> None:
+    log: list[tuple[str, str]] = []
+    server = _Server(_pypi_handler(False, log, wrong=True))
+    try:
+        out = _refresh(
+            env, f"http://127.0.0.1:{server.port}/simple", f"http://127.0.0.1:{_closed_port()}/whl"
+        )
+    finally:
+        server.close()
+    assert out["disagreements"] == [
+        "torch 2.15.0: the PyPI wheel's metadata names cu130 (CUDA 13); the built-in catalog says the PyPI "
+        "default is cu132",
+        "torch 2.15.0: its metadata requires triton==3.8.0 (3.8.0); the built-in catalog pairs triton 3.9.0",
+    ]
+    shown = json.loads(envbuild(env, "catalog", "show", "--json").stdout)
+    assert shown["overlay"]["disagreements"] == out["disagreements"]
+    rel = next(r for r in shown["torch"] if r["series"] == "2.15")
+    assert rel["pypi_default_cuda"] == "cu132" and rel["patches"][0]["triton"] == "3.9.0"  # built-in kept
+    text = envbuild(env, "catalog", "show").stdout
+    assert "disagrees with the built-in catalog (built-in kept): torch 2.15.0" in text

@@ -115,7 +115,7 @@ class Usable:
         return [*self.unconfirmed, *(note for v, note in self.variants if v == variant)]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # identity hash: a Catalog holding it stays hashable
 class OverlayState:
     """The overlay in force (or why none is): for findings and ``envbuild catalog show``."""
 
