@@ -84,7 +84,7 @@ CODES: dict[str, str] = {
     "I-NOT-RESOLVED": "check judged the declared lines only; --resolve / lock resolve every distribution",
     "I-OVERLAY": "the catalog overlay in force: its path, date and age",
     "I-OS-DERIVED": "base.os not set and the default OS has no image for the toolkit: an OS that has one",
-    "I-PIN-UNCONFIRMED": "a companion pin follows the pairing rule without a stored source",
+    "I-PIN-UNCONFIRMED": "a companion pin of an unconfirmed release has no metadata row behind it",
     "I-RESOLVED": "every distribution resolves for the image's target (check --resolve)",
     "I-REQ-SUPERSEDED": "a user requirement is replaced by an exact torch-family pin",
     "I-ROCM-HOST": "ROCm target: the host's amdgpu driver must support the image's ROCm (no NVIDIA advice)",

@@ -387,6 +387,7 @@ def _user_line(
                 "E-REQ-CONFLICT",
                 f"{line.origin}: {line.text!r} conflicts with the pin {pin} for {ctx.torch_label}; remove it "
                 "(envbuild pins it) or change torch.version / accelerator.version to match",
+                source=choice.source,
             )
             return True
     elif _judge(ctx, out, line.origin, line.text, req, name, pairs, wanted):
