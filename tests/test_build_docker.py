@@ -45,17 +45,17 @@ def test_build_tiny_with_wheelhouse_and_ca_cert(docker_client: Any, tiny: Path, 
         assert "wheelhouse holds no wheels" not in proc.stderr
         log = tiny / f"build-{tag.replace('/', '-').replace(':', '-')}.log"
         text = log.read_text()
-        assert "Step 6/16 : RUN mkdir -p /opt/venv" in text and "tiny: 1 wheel(s) installed" in text
-        assert "Successfully tagged" in text
+        assert "Step 7/22 : RUN mkdir -p /opt/venv" in text and "tiny: 1 wheel(s) installed" in text
+        assert "Successfully tagged" in text and "extra CA certs: 1 (build stages only)" in text
         seen = run_in(
             docker_client,
             tag,
-            "cat /opt/venv/installed.txt; ls /usr/local/share/ca-certificates/envbuild; id -un; "
+            "cat /opt/venv/installed.txt; ls -A /usr/local/share/ca-certificates/envbuild | wc -l; id -un; "
             'grep -c \'"format": "envbuild.lock/1"\' /etc/envbuild/envbuild.lock.json; ls /workspace',
         )
         lines = seen.splitlines()
         assert lines[0] == "six-1.17.0-py2.py3-none-any.whl"
-        assert lines[1].startswith("envbuild-corp-") and lines[1].endswith(".crt")
+        assert lines[1] == "0"  # the CA trusted the build stages only: the final image has none
         assert lines[2] == "envbuild"
         assert lines[3] == "1"
         assert lines[4] == "hello.py"
@@ -65,6 +65,22 @@ def test_build_tiny_with_wheelhouse_and_ca_cert(docker_client: Any, tiny: Path, 
         again = build_image(tiny, tag, base_image=BASE_IMAGE, ca_certs=(cert,), progress=False)
         non_from = [s for s in again.steps if not s.instruction.startswith(("FROM", "ARG"))]
         assert all(s.cached for s in non_from), [s for s in non_from if not s.cached]
+
+        # --keep-ca-cert: the final image trusts the CA too (the builder stage still from the cache).
+        kept = envbuild(
+            "build",
+            str(tiny),
+            "--tag",
+            tag,
+            "--base-image",
+            BASE_IMAGE,
+            "--ca-cert",
+            str(cert),
+            "--keep-ca-cert",
+        )
+        assert kept.returncode == 0, kept.stderr
+        listed = run_in(docker_client, tag, "ls /usr/local/share/ca-certificates/envbuild").split()
+        assert [n for n in listed if n.startswith("envbuild-corp-") and n.endswith(".crt")], listed
 
 
 def test_failing_step_is_named_with_its_output(docker_client: Any, tiny: Path) -> None:

@@ -100,30 +100,36 @@ UFD78XhmeTyzqWS+9FrqC5teMACZlXlksgsVRwc=
 
 @pytest.mark.docker
 def test_extra_ca_certificates_are_trusted_in_the_image(docker_client: Any) -> None:
-    """certs/*.crt lands in the system bundle that PIP_CERT points at (the final stage's OS setup)."""
+    """certs/*.crt lands in the system bundle that PIP_CERT points at in the final stage's OS setup only
+    when FINAL_CA=envbuild-ca (``envbuild build --keep-ca-cert``); by default the final image has none."""
     from conftest import BASE_IMAGE
 
     plan = cuda_plan(
         os="debian12", base_image=BASE_IMAGE, python_version="3.11", apt=("ca-certificates",), backend="cpu"
     )
     lines = render_dockerfile(plan).splitlines()
-    final = max(i for i, line in enumerate(lines) if line.startswith("FROM "))
-    end = next(i for i in range(final, len(lines)) if lines[i].startswith("COPY --from=builder"))
-    arg = next(line for line in lines if line.startswith("ARG BASE_IMAGE="))
-    dockerfile = "\n".join([arg, *lines[final:end]]) + "\n"
+    first = lines.index("FROM ${BASE_IMAGE} AS envbuild-ca")  # the CA-selection stages, then the final one
+    end = next(i for i in range(first, len(lines)) if lines[i].startswith("COPY --from=builder"))
+    args = [line for line in lines if line.startswith(("ARG BASE_IMAGE=", "ARG FINAL_CA="))]
+    dockerfile = "\n".join([*args, *lines[first:end]]) + "\n"
     context = io.BytesIO()
     with tarfile.open(fileobj=context, mode="w") as tar:
         for name, data in (("Dockerfile", dockerfile.encode()), ("certs/test-ca.crt", TEST_CA.encode())):
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
-    context.seek(0)
-    tag = f"envbuild-test/render-certs:{uuid.uuid4().hex[:12]}"
-    docker_client.images.build(fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True)
-    try:
-        marker = TEST_CA.splitlines()[1]
-        script = f'test "$PIP_CERT" = /etc/ssl/certs/ca-certificates.crt && grep -c -- "{marker}" "$PIP_CERT"'
-        out = docker_client.containers.run(tag, ["bash", "-c", script], remove=True)
-        assert out.decode().strip() == "1"
-    finally:
-        docker_client.images.remove(tag, force=True)
+    marker = TEST_CA.splitlines()[1]
+    script = (
+        f'test "$PIP_CERT" = /etc/ssl/certs/ca-certificates.crt && grep -c -- "{marker}" "$PIP_CERT" || true'
+    )
+    for buildargs, expected in (({"FINAL_CA": "envbuild-ca"}, "1"), ({}, "0")):
+        context.seek(0)
+        tag = f"envbuild-test/render-certs:{uuid.uuid4().hex[:12]}"
+        docker_client.images.build(
+            fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True, buildargs=buildargs
+        )
+        try:
+            out = docker_client.containers.run(tag, ["bash", "-c", script], remove=True)
+            assert out.decode().strip() == expected, buildargs
+        finally:
+            docker_client.images.remove(tag, force=True)
