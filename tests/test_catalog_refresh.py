@@ -533,3 +533,56 @@ def test_disagreement_reported_built_in_kept(env: dict[str, str]) -> None:
     assert rel["pypi_default_cuda"] == "cu132" and rel["patches"][0]["triton"] == "3.9.0"  # built-in kept
     text = envbuild(env, "catalog", "show").stdout
     assert "disagrees with the built-in catalog (built-in kept): torch 2.15.0" in text
+
+
+def test_new_patch_of_a_built_in_series(tmp_path: Path) -> None:
+    """A patch the built-in catalog lacks joins its built-in series as an unconfirmed patch (WRITTEN BY
+    HAND: a torch 2.14.2 with a torchvision 0.29.3 that pins it); the series' built-in rows stay."""
+    from envbuild.catalog import load_catalog
+    from envbuild.catalog.overlay import CompanionRow, IndexRead, Overlay, TorchRow, findings, merge
+
+    url = "http://127.0.0.1:1/simple/torch/"
+    overlay = Overlay(
+        format=1,
+        fetched_at=datetime.now(UTC),
+        envbuild_version="test",
+        indexes=(IndexRead(kind="pypi", url=url, ok=True),),
+        torch=(
+            TorchRow(
+                version="2.14.2",
+                source=url,
+                confirmed=True,
+                python=("cp312",),
+                metadata_source=url + "m",
+                cuda_major=13,
+                default_variant="cu130",
+                triton_requirement="~=3.8.0",
+            ),
+        ),
+        companions=(
+            CompanionRow(
+                name="torchvision", version="0.29.3", source=url, confirmed=True, torch_requirement="==2.14.2"
+            ),
+            CompanionRow(name="triton", version="3.8.0", source=url, confirmed=True),
+            CompanionRow(name="triton", version="3.8.1", source=url, confirmed=True, yanked=True),
+        ),
+    )
+    base = load_catalog()
+    torch, state = merge(base.torch, base.toolkits, overlay, tmp_path / "o.json")
+    rel = next(r for r in torch.release if r.series == "2.14")
+    assert [p.version for p in rel.patch] == ["2.14.0", "2.14.1", "2.14.2"]
+    new = rel.patch[-1]
+    assert (new.torchvision, new.triton, new.tier) == (
+        "0.29.3",
+        "3.8.0",
+        "unconfirmed",
+    )  # yanked 3.8.1 skipped
+    assert rel.status == "ga" and rel.cuda == next(r for r in base.releases if r.series == "2.14").cuda
+    notes = state.usable["2.14.2"].notes("cu130")
+    assert any("triton 3.8.0 chosen from the requirement triton~=3.8.0" in n for n in notes)
+    assert any("built-in 2.14 rows" in n for n in notes)
+    (_, (sev, code, message, source)) = findings(state, "2.14.2", "cu130", ("sm_90",))
+    assert (sev, code, source) == ("warning", "W-OVERLAY-UNCONFIRMED", url + "m")
+    assert message.startswith("torch 2.14.2 is known only from the catalog overlay, not the built-in catalog")
+    assert "http" not in message  # the citation is in source, not in the message
+    assert findings(state, "2.14.1", "cu130", ("sm_90",))[0][1] == "I-OVERLAY"  # a built-in patch: age only

@@ -307,9 +307,11 @@ def compare(torch: TorchCatalog, overlay: Overlay) -> tuple[str, ...]:
 
 
 def merge(
-    torch: TorchCatalog, toolkits: Toolkits, overlay: Overlay, path: Path
+    torch: TorchCatalog, toolkits: Toolkits, overlay: Overlay, path: Path, *, with_compare: bool = False
 ) -> tuple[TorchCatalog, OverlayState]:
-    """``torch`` with the overlay's releases that it lacks added as ``unconfirmed`` rows."""
+    """``torch`` with the overlay's releases that it lacks added as ``unconfirmed`` rows; with
+    ``with_compare``, also where the overlay disagrees with built-in rows (for refresh and show; check
+    does not need it)."""
     known = {p.version for r in torch.release for p in r.patch}
     oldest = min(Version(r.series) for r in torch.release)
     cuda_variants = {t.variant for t in toolkits.cuda}
@@ -462,7 +464,7 @@ def merge(
         overlay=overlay,
         usable=usable,
         unusable=tuple(unusable),
-        disagreements=compare(torch, overlay),
+        disagreements=compare(torch, overlay) if with_compare else (),
     )
     return torch.model_copy(update={"release": ordered}), state
 

@@ -532,5 +532,5 @@ def refresh(
         bpy=tuple(bpy),
     )
     write(path, overlay)
-    _, state = merge(builtin.torch, builtin.toolkits, overlay, path)
+    _, state = merge(builtin.torch, builtin.toolkits, overlay, path, with_compare=True)
     return Result(path, overlay, previous, previous_error, state, builtin, time.monotonic() - started)

@@ -7,7 +7,7 @@ from typing import Any
 
 from envbuild.catalog import load_catalog
 from envbuild.catalog.loader import FILES
-from envbuild.catalog.overlay import STALE_DAYS, overlay_path
+from envbuild.catalog.overlay import STALE_DAYS, compare, overlay_path
 from envbuild.resources import catalog_dir
 
 
@@ -38,7 +38,7 @@ def describe() -> dict[str, Any]:
             },
             "usable": {v: [*u.unconfirmed, *(n for _, n in u.variants)] for v, u in state.usable.items()},
             "unusable": list(state.unusable),
-            "disagreements": list(state.disagreements),
+            "disagreements": list(compare(load_catalog(catalog_dir()).torch, o)),
         }
     from_overlay = set(state.usable) if state is not None else set()
     torch = []

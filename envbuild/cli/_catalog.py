@@ -95,6 +95,12 @@ def refresh(as_json: bool, index_url: str, torch_index: str) -> None:
         fresh = new[name]
         tail = f", not in the built-in catalog: {', '.join(fresh)}" if fresh else ""
         click.echo(f"  {name}: {len(versions)} releases{tail}")
+    since = result.new_vs_previous()
+    if since is None:
+        click.echo("  no previous overlay")
+    else:
+        fresh = [f"{name} {v}" for name, versions in since.items() for v in versions]
+        click.echo(f"  new since the previous overlay: {', '.join(fresh) or 'none'}")
     unconfirmed = [r.version for r in o.torch if not r.confirmed]
     if unconfirmed:
         click.echo(f"  torch without metadata on the index (unconfirmed): {', '.join(unconfirmed)}")
