@@ -76,15 +76,16 @@ CASES = {
         says={"E-ABI-MISMATCH": ("torch 2.7.1+cu128",)},
         never=frozenset({"E-WHEEL-TAGS"}),
     ),
-    # On torch 2.9.1 (what its xformers pin requires) the torch-2.9 wheels fit; the flash-attn wheel's
-    # name says it was built with the pre-C++11 ABI, while torch 2.9's Linux wheels use the C++11 ABI
-    # (abi.toml [[cxx11_abi]] torch >= 2.7): that one line is refused, for that reason only.
+    # On torch 2.9.1 (what its xformers pin requires) every torch-2.9 CUDA 12 wheel fits.  The flash-attn
+    # wheel's "cxx11abiFALSE" is a constant its builder writes into every name (kingbri1/flash-attention
+    # build-wheels.yml renames the wheel so), not the build's ABI: it is not held against torch 2.9's
+    # C++11 ABI.  (Before this was known, check refused the line: a false refusal.)
     "text-generation-webui-torch2.9": Case(
         "text-generation-webui/envbuild-torch2.9.toml",
         "text-generation-webui/requirements/full/requirements.txt",
-        ok=False,
-        says={"E-ABI-MISMATCH": ("flash_attn-2.8.3+cu128torch2.9.0cxx11abiFALSE", "the pre-C++11 ABI")},
-        never=frozenset({"E-WHEEL-TAGS"}),
+        ok=True,
+        says={},
+        never=frozenset({"E-WHEEL-TAGS", "E-ABI-MISMATCH", "W-ABI-KERNELS-SKIPPED"}),
     ),
     # No torch-family line; nothing in it is coupled to torch's binaries: ok.
     "llama-factory": Case(
@@ -243,3 +244,17 @@ def test_render_keeps_every_applicable_line(name: str, tmp_path: Path) -> None:
     assert kept >= len(declared) // 2  # most lines are the user's own, as written
     for option in case.options:
         assert option in rendered_options
+
+
+def test_flash_attn_own_abi_label_still_counts_but_a_full_version_label_does_not() -> None:
+    """flash-attn's own ``+cu12torch2.9cxx11abiFALSE`` is the build's ABI (refused next to torch 2.9);
+    the same label after a full torch version (``+cu128torch2.9.0cxx11abiFALSE``) is a builder's constant."""
+    from tests.test_plan_support import profile, req
+
+    base = "https://example.invalid/flash_attn-2.8.3+{tag}-cp312-cp312-linux_x86_64.whl"
+    own = req(f"flash-attn @ {base.format(tag='cu12torch2.9cxx11abiFALSE')}", "flash-attn")
+    full = req(f"flash-attn @ {base.format(tag='cu128torch2.9.0cxx11abiFALSE')}", "flash-attn")
+    refused = check(profile(torch="2.9.1", version="12.8", lines=(own,)))
+    assert "the pre-C++11 ABI" in next(f.message for f in refused.findings if f.code == "E-ABI-MISMATCH")
+    kept = check(profile(torch="2.9.1", version="12.8", lines=(full,)))
+    assert kept.ok and "E-ABI-MISMATCH" not in {f.code for f in kept.findings}

@@ -92,8 +92,12 @@ class _Build:
 
 # ``cu12torch2.7cxx11abiTRUE`` (flash-attn), ``cu128torch2.9.0cxx11abiFALSE`` (third-party flash-attn
 # builds name the full torch version), ``cu128.torch2.9.0`` (exllamav3: a dot between the parts).
+# Only flash-attn's own naming (torch major.minor) derives the cxx11abi label from the build
+# (publish.yml sets FLASH_ATTENTION_FORCE_CXX11_ABI to the label).  The full-version style comes from
+# kingbri1/flash-attention's build-wheels.yml (at 0949014d and 15eea1b2), which renames the built wheel
+# with a constant "cxx11abiFALSE" whatever ABI the build used: that label says nothing, so it is ignored.
 _FLASH = re.compile(
-    r"(?:cu(?P<cu>\d+)|rocm(?P<rocm>\d+))[._]?torch(?P<series>\d+\.\d+)(?:\.\d+)?"
+    r"(?:cu(?P<cu>\d+)|rocm(?P<rocm>\d+))[._]?torch(?P<series>\d+\.\d+)(?P<patch>\.\d+)?"
     r"(?:cxx11abi(?P<abi>true|false))?"
 )
 _PYG = re.compile(r"pt(?P<major>\d)(?P<minor>\d+)(?P<accel>cu\d+|cpu)")
@@ -104,7 +108,8 @@ def _parse_build(label: str) -> _Build | None:
     """The build a local version names (``cu12torch2.7cxx11abiTRUE``, ``pt25cu124``, ``cu128``)."""
     text = label.lower()
     if m := _FLASH.fullmatch(text):
-        abi = None if m.group("abi") is None else m.group("abi") == "true"
+        labelled = m.group("abi") is not None and m.group("patch") is None
+        abi = m.group("abi") == "true" if labelled else None
         if m.group("cu"):
             return _Build(label, "flash", m.group("series"), "cuda", _cuda_digits(m.group("cu")), abi)
         rocm = m.group("rocm")
