@@ -586,3 +586,22 @@ def test_new_patch_of_a_built_in_series(tmp_path: Path) -> None:
     assert message.startswith("torch 2.14.2 is known only from the catalog overlay, not the built-in catalog")
     assert "http" not in message  # the citation is in source, not in the message
     assert findings(state, "2.14.1", "cu130", ("sm_90",))[0][1] == "I-OVERLAY"  # a built-in patch: age only
+
+
+def test_unwritable_data_folder_and_show_without_overlay(
+    tmp_path: Path, env: dict[str, str], pypi_recorded: tuple[str, list]
+) -> None:
+    index, _ = pypi_recorded
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    bad = {**env, "XDG_DATA_HOME": str(blocker)}
+    proc = envbuild(bad, "catalog", "refresh", "--index-url", index, "--torch-index", index + "/whl")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert f"{blocker}/envbuild/catalog-overlay.json: cannot write the catalog overlay" in proc.stderr
+    proc = envbuild(env, "catalog", "show")
+    assert proc.returncode == 0
+    assert f"overlay: none ({_overlay_file(env)} does not exist" in proc.stdout
+    shown = json.loads(envbuild(env, "catalog", "show", "--json").stdout)
+    assert shown["overlay"] is None and {p["origin"] for r in shown["torch"] for p in r["patches"]} == {
+        "built-in"
+    }

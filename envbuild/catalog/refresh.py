@@ -394,7 +394,11 @@ def refresh(
 
     started = time.monotonic()
     deadline = started + total_s
-    path = path or overlay_path()
+    if path is None:
+        try:
+            path = overlay_path()
+        except RuntimeError:  # Path.home() without a home folder
+            raise RefreshError("no home folder to keep the catalog overlay in: set XDG_DATA_HOME") from None
     builtin = load_catalog(catalog_dir())
     floor = _floor(builtin)
     index_url, torch_index = index_url.rstrip("/"), torch_index.rstrip("/")
@@ -531,6 +535,11 @@ def refresh(
         companions=tuple(companions),
         bpy=tuple(bpy),
     )
-    write(path, overlay)
+    try:
+        write(path, overlay)
+    except OSError as exc:
+        raise RefreshError(
+            f"{path}: cannot write the catalog overlay: {exc.strerror or exc}; the previous overlay is kept"
+        ) from None
     _, state = merge(builtin.torch, builtin.toolkits, overlay, path, with_compare=True)
     return Result(path, overlay, previous, previous_error, state, builtin, time.monotonic() - started)
