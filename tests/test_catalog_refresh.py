@@ -101,6 +101,7 @@ def _page(variants: dict[str, list[str]]) -> bytes:
 
 
 HAND_PYTORCH_ALL = {
+    "1.13.1": ["cu117", "cpu"],  # older than the built-in catalog: its cu117 page is not read
     "2.15.0": ["cu126", "cu130", "cu132", "rocm7.2", "cpu"],
     "2.16.0": ["cu130", "cu132", "rocm7.2", "cpu"],
 }
@@ -108,7 +109,7 @@ HAND_PYTORCH_PAGES = {
     "/whl/torch/": _page(HAND_PYTORCH_ALL),
     **{
         f"/whl/{var}/torch/": _page({v: [var] for v, vs in HAND_PYTORCH_ALL.items() if var in vs})
-        for var in ("cu126", "cu130", "cu132", "rocm7.2", "cpu")
+        for var in ("cu117", "cu126", "cu130", "cu132", "rocm7.2", "cpu")
     },
 }
 
@@ -170,12 +171,13 @@ def _pypi_handler(
     return Handler
 
 
-def _pytorch_handler() -> type[BaseHTTPRequestHandler]:
+def _pytorch_handler(log: list[str]) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args: object) -> None:
             pass
 
         def do_GET(self) -> None:
+            log.append(self.path)
             body = HAND_PYTORCH_PAGES.get(self.path)
             if body is None:
                 self.send_error(404)
@@ -236,9 +238,10 @@ def pypi_hand() -> Iterator[str]:
 
 
 @pytest.fixture
-def pytorch_hand() -> Iterator[str]:
-    server = _Server(_pytorch_handler())
-    yield f"http://127.0.0.1:{server.port}/whl"
+def pytorch_hand() -> Iterator[tuple[str, list[str]]]:
+    log: list[str] = []
+    server = _Server(_pytorch_handler(log))
+    yield f"http://127.0.0.1:{server.port}/whl", log
     server.close()
 
 
@@ -360,31 +363,37 @@ packages = ["torchvision"]
 
 
 def test_new_release_from_overlay(
-    tmp_path: Path, env: dict[str, str], pypi_hand: str, pytorch_hand: str
+    tmp_path: Path, env: dict[str, str], pypi_hand: str, pytorch_hand: tuple[str, list[str]]
 ) -> None:
+    torch_index, torch_log = pytorch_hand
     profile = _profile(tmp_path, "2.16.0")
     # Without an overlay the release is unknown.
     proc = envbuild(env, "check", str(profile), "--json")
     assert proc.returncode == 1
     assert "E-TORCH-UNKNOWN" in {f["code"] for f in json.loads(proc.stdout)["findings"]}
 
-    out = _refresh(env, pypi_hand, pytorch_hand)
+    out = _refresh(env, pypi_hand, torch_index)
     assert all(i["ok"] for i in out["indexes"]), out["indexes"]
     assert out["new"]["built_in"]["torch"] == ["2.16.0"]
     assert out["new"]["built_in"]["torchvision"] == ["0.30.0"]
+    # The root page, then each variant page of the releases from the built-in catalog's oldest series
+    # up (not 1.13.1's cu117).
+    assert sorted(torch_log) == sorted(
+        ["/whl/torch/"] + [f"/whl/{v}/torch/" for v in ("cpu", "cu126", "cu130", "cu132", "rocm7.2")]
+    )
     assert out["usable"]["2.16.0"]  # usable, with what is unconfirmed listed
     overlay = json.loads(_overlay_file(env).read_text())
     row = next(r for r in overlay["torch"] if r["version"] == "2.16.0")
     assert (row["cuda_major"], row["default_variant"], row["triton_requirement"]) == (13, "cu132", "==3.10.0")
     assert row["variants"] == ["cpu", "cu130", "cu132", "rocm7.2"]
-    assert f"{pytorch_hand}/cu132/torch/" in row["variants_source"]
+    assert f"{torch_index}/cu132/torch/" in row["variants_source"]
     audio = next(c for c in overlay["companions"] if (c["name"], c["version"]) == ("torchaudio", "2.11.0"))
     assert audio["confirmed"] is True and audio["torch_requirement"] is None  # no torch pin at all
     rows15 = next(r for r in overlay["torch"] if r["version"] == "2.15.0")
     assert rows15["variants"] == ["cpu", "cu126", "cu130", "cu132", "rocm7.2"]
 
     # A second refresh: nothing new relative to the previous overlay.
-    again = _refresh(env, pypi_hand, pytorch_hand)
+    again = _refresh(env, pypi_hand, torch_index)
     assert again["new"]["previous_overlay"] == {k: [] for k in out["releases"]}
     assert again["new"]["built_in"]["torch"] == ["2.16.0"]
 

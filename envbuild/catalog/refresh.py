@@ -442,7 +442,9 @@ def refresh(
                 IndexRead(kind="pytorch", url=redact_url(torch_index), ok=False, error=str(root_body))
             )
         else:
-            variants = variants_of(root_body)
+            # Only the releases refresh records (the built-in catalog's oldest series up): the root
+            # page also lists every old release's variants (cu92, cu101, ...), whose pages are not read.
+            variants = {v: vs for v, vs in variants_of(root_body).items() if Version(v) >= floor["torch"]}
             indexes.append(IndexRead(kind="pytorch", url=redact_url(torch_index), ok=True))
 
         # Metadata per release, and the PyTorch index's per-variant pages, in one round.
