@@ -13,12 +13,17 @@ removed afterwards.
 3. The ``ubuntu`` preparation on the local base (see ``test_ubuntu_preparation_on_the_local_base``).
 4. container-structure-test with tests/structure/pytorch-cpu.yaml, plus a scan of every layer of
    ``docker save`` for wheel files.
+5. Secrets (in 3., no extra build): the ``--ca-cert`` CA (not kept) and secrets planted in the
+   environment of ``build`` and ``validate`` appear in no layer, config blob or history entry of the
+   image, in no report file and in no output; the same scan finds the lock's bytes and a RUN line.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import secrets
 import subprocess
 import sys
 import tarfile
@@ -201,11 +206,19 @@ def test_ubuntu_preparation_on_the_local_base(docker_client: Any, tmp_path: Path
     )
     cache = tmp_path / "cache"
     ca, _ = make_ca(tmp_path)
+    planted = planted_env()
     with temporary_tag(docker_client, "ubuntu-on-debian") as tag:
         # A profile ref: rendered into the cache, its wheelhouse fetched, then built, in one command.
         # No --base-image: the profile's own [base] image.  An extra CA, as behind TLS interception.
         built = envbuild(
-            "build", profile, "--tag", tag, "--quiet", "--ca-cert", ca, env={"XDG_CACHE_HOME": str(cache)}
+            "build",
+            profile,
+            "--tag",
+            tag,
+            "--quiet",
+            "--ca-cert",
+            ca,
+            env={"XDG_CACHE_HOME": str(cache), **planted},
         )
         assert built.returncode == 0, built.stderr
         (bundle,) = (cache / "envbuild" / "bundles").iterdir()
@@ -213,21 +226,35 @@ def test_ubuntu_preparation_on_the_local_base(docker_client: Any, tmp_path: Path
         assert lock["base_image"] == BASE_IMAGE and {"git", "curl", "tmux"} <= set(lock["apt"])
         assert (bundle / "tools" / "SHA256SUMS").is_file() and (bundle / f"build-{slug(tag)}.log").is_file()
         out = tmp_path / "runs"
-        proc = envbuild("validate", "--image", tag, "--out", out)
+        proc = envbuild("validate", "--image", tag, "--out", out, env=planted)
         assert proc.returncode == 0, proc.stderr
-        _, report = only_run(out)
+        run, report = only_run(out)
         status = {s["stage"]: s["status"] for s in report["stages"]}
         assert status["interpreter"] == status["os"] == status["packages"] == "passed"
         assert set(status.values()) <= {"passed", "skipped"}
         tools = docker_client.containers.run(tag, ["bash", "-c", "git --version && tmux -V"], remove=True)
         assert b"git version" in tools and b"tmux" in tools
-        # The CA is trusted system-wide in the image (update-ca-certificates ran), and only there.
-        body = "".join(ca.read_text().strip().splitlines()[1:-1])
+        # The CA trusted apt and pip in the build stages only (no --keep-ca-cert): not in the final
+        # image's trust store, nor in any layer, config blob or history entry; not in the bundle.
+        ca_line = ca.read_text().splitlines()[1]  # 64 characters of the certificate's own base64
         bundle_pem = docker_client.containers.run(
             tag, ["cat", "/etc/ssl/certs/ca-certificates.crt"], remove=True
         )
-        assert body in "".join(bundle_pem.decode().split())
+        assert bundle_pem.count(b"-----BEGIN CERTIFICATE-----") > 100  # Debian's roots, read whole
+        assert ca_line.encode() not in bundle_pem
         assert not list((bundle / "certs").glob("*.crt"))
+        needles = [ca_line, *planted.values()]
+        assert needles_in_image(docker_client, tag, needles) == []
+        # ... and the scan does find what is there: the lock's bytes in a layer, a RUN line in history.
+        lock_head = (bundle / "envbuild.lock.json").read_text()[:300]
+        control = needles_in_image(docker_client, tag, [lock_head, "useradd --no-log-init"])
+        assert any(h.endswith("etc/envbuild/envbuild.lock.json") for h in control), control
+        assert any(h.startswith("history ") for h in control), control
+        for path in sorted(p for p in run.rglob("*") if p.is_file()):
+            text = path.read_text(encoding="utf-8", errors="replace")
+            assert not [n for n in needles if n in text], path
+        outputs = built.stdout + built.stderr + proc.stdout + proc.stderr
+        assert not [n for n in needles if n in outputs]
 
 
 def test_container_structure_test(pytorch_cpu: Built) -> None:
@@ -252,6 +279,49 @@ def test_container_structure_test_catches_a_left_wheel(drifted: str) -> None:
     assert "Failures:    1" in proc.stdout
     failing = proc.stdout.split("=== RUN: Command Test: no wheel file is left anywhere in the file system")[1]
     assert failing.split("=== RUN:")[0].count("--- FAIL") == 1
+
+
+def planted_env() -> dict[str, str]:
+    """Secrets in the environment of ``build`` and ``validate``, random so nothing matches by chance."""
+    token = secrets.token_hex(20)
+    return {
+        "HF_TOKEN": f"hf_{token}",
+        "OPENAI_API_KEY": f"sk-proj-{token}",
+        "GITHUB_PAT": f"ghp_{token}",
+        "ENVBUILD_TEST_DB_URL": f"https://builder:{token[:12]}pw@db.example/x",
+    }
+
+
+def needles_in_image(client: Any, tag: str, needles: list[str]) -> list[str]:
+    """Where any of ``needles`` occurs: every file of every layer of ``docker save``, every other blob
+    (image config: env, labels, history) and every ``docker history --no-trunc`` entry."""
+    wanted = [n.encode() for n in needles]
+    found: list[str] = []
+    for entry in client.api.history(tag):
+        created_by = str(entry.get("CreatedBy", "")).encode()
+        found += [f"history {entry.get('Id')}: {n.decode()}" for n in wanted if n in created_by]
+    with tempfile.TemporaryFile() as saved:
+        for chunk in client.images.get(tag).save(chunk_size=1 << 20):
+            saved.write(chunk)
+        saved.seek(0)
+        with tarfile.open(fileobj=saved) as outer:
+            for member in outer:
+                if not member.isfile():
+                    continue
+                handle = outer.extractfile(member)
+                assert handle is not None
+                data = handle.read()
+                try:
+                    with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as layer:
+                        for inner in layer:
+                            if not inner.isfile():
+                                continue
+                            body = layer.extractfile(inner)
+                            content = body.read() if body is not None else b""
+                            found += [f"{member.name}: {inner.name}" for n in wanted if n in content]
+                except tarfile.ReadError:
+                    found += [f"{member.name}" for n in wanted if n in data]  # config, manifest
+    return found
 
 
 def wheels_in_layers(client: Any, tag: str) -> list[str]:
