@@ -46,14 +46,16 @@ COMMAND_MODULES = {
     "catalog": "_catalog",
     "check": "_check",
     "fetch": "_build",
+    "image": "_image",
     "lock": "_lock",
     "profiles": "_profiles",
+    "rebuild": "_image",
     "render": "_render",
     "report": "_validate",
     "targets": "_catalog",
     "validate": "_validate",
 }
-MODULES = ("_build", "_catalog", "_check", "_lock", "_profiles", "_render", "_validate")
+MODULES = ("_build", "_catalog", "_check", "_image", "_lock", "_profiles", "_render", "_validate")
 
 
 class _LazyGroup(click.Group):

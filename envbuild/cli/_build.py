@@ -86,6 +86,14 @@ def fetch_command(
 )
 @click.option("--force", is_flag=True, help="Render a profile even with error findings.")
 @click.option("--quiet", "-q", is_flag=True, help="No live progress, step titles only.")
+@click.option(
+    "--record",
+    "record_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Where to write the build record (default: beside the build log, BUNDLE/build-TAG.record.json).",
+)
+@click.option("--no-record", is_flag=True, help="Do not record the image (no docker save, no file hashing).")
 @index_options
 @handle_errors
 def build_command(
@@ -101,6 +109,8 @@ def build_command(
     do_fetch: bool | None,
     force: bool,
     quiet: bool,
+    record_path: Path | None,
+    no_record: bool,
     index_urls: tuple[str, ...],
     find_links: tuple[str, ...],
 ) -> None:
@@ -160,6 +170,10 @@ def build_command(
     click.echo(
         f"built {built.tag} ({built.image_id[:19]}) in {built.seconds:.1f} s{cached}; log: {built.log}"
     )
+    if not no_record:
+        from envbuild.cli._image import write_record
+
+        write_record(api, bundle, built.tag, base_image, record_path)
 
 
 def validate_image_command(image: str, gpus: str | None, opts: ValidateOptions) -> int:

@@ -40,6 +40,9 @@ class EnvVar:
     value: str  # Dockerfile-quoted
 
 
+SOURCE_DATE_EPOCH = 315532800
+
+
 @dataclass(frozen=True)
 class Blender:
     version: str
@@ -74,6 +77,10 @@ class DockerfileView:
     lock_path: str = LOCK_PATH_IN_IMAGE
     workdir: str = WORKDIR_IN_IMAGE
     user: str = IMAGE_USER
+    # Fixed for every bundle: pip's byte-compilation (py_compile) then writes hash-based .pyc files
+    # instead of ones stamped with the install time, so two builds give the same bytes.  The value is
+    # 1980-01-01T00:00:00Z, the earliest time a zip (a wheel) can carry; `--build-arg` overrides it.
+    source_date_epoch: int = SOURCE_DATE_EPOCH
 
 
 def _blender(plan: Plan) -> Blender | None:
