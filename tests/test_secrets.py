@@ -270,3 +270,52 @@ def test_env_txt_allow_list_and_redaction() -> None:
     # Free text: the value of a secret-named variable goes wherever it appears, formats by themselves.
     free = f"got {'x' * 20} and {values['openai']} from https://:{_rand(8)}@h/x"
     assert redact_text(free, env) == f"got {REDACTED} and sk-*** from https://***@h/x"
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from build_support import envbuild
+
+    bundle = tmp_path_factory.mktemp("secrets") / "pytorch-cpu"
+    proc = envbuild("render", "pytorch-cpu", "--out", bundle)
+    assert proc.returncode == 0, proc.stderr
+    return bundle
+
+
+def test_write_context_rechecks_before_writing(rendered: Path, tmp_path: Path) -> None:
+    """The library path (build_image -> write_context) refuses what the CLI refuses, before any byte."""
+    import io
+    import shutil
+
+    from envbuild.build.context import write_context
+
+    bundle = tmp_path / "b"
+    shutil.copytree(rendered, bundle)
+    assert write_context(bundle, io.BytesIO()).files > 3  # clean: written
+    token = planted_values()["gitlab"]
+    (bundle / "tools" / "pip.conf").write_text(
+        f"[global]\nindex-url = https://ci:{token}@pkgs.example/simple\n"
+    )
+    out = io.BytesIO()
+    with pytest.raises(BundleError, match=r"tools/pip.conf: holds a GitLab access token") as info:
+        write_context(bundle, out)
+    assert out.getvalue() == b"" and token not in str(info.value)
+
+
+def test_ca_cert_with_an_old_dockerfile_needs_a_rerender_or_keep(rendered: Path, tmp_path: Path) -> None:
+    """A bundle rendered before the CA-selection stages would keep the CA: refused unless --keep-ca-cert."""
+    import shutil
+
+    from envbuild.build.image import build_args, build_image
+
+    bundle = tmp_path / "old"
+    shutil.copytree(rendered, bundle)
+    dockerfile = bundle / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text().replace("AS envbuild-final-ca", "AS final-ca"))
+    cert, _ = make_ca(tmp_path)
+    with pytest.raises(BundleError, match=r"re-render the bundle .* or pass --keep-ca-cert"):
+        build_image(bundle, "envbuild-test/old:x", ca_certs=(cert,), client=object())
+    assert build_args(None, False) == {} and build_args("b:1", True) == {
+        "BASE_IMAGE": "b:1",
+        "FINAL_CA": "envbuild-ca",
+    }
