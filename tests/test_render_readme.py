@@ -53,13 +53,16 @@ def test_findings_sorted_and_escaped_and_provenance() -> None:
     findings = (
         Finding(severity="info", code="I-DRIVER-UNKNOWN", message="order a driver >= 570"),
         Finding(severity="warning", code="W-X", message="<script>alert(1)</script> [x](http://e)"),
+        Finding(severity="info", code="I-ARCH-COMPAT", message="runs sm_80", source="a100: sheet #2 | *x*"),
     )
     text = render_readme(result(cuda_plan(), *findings), COMMAND)
     rows = [line for line in text.splitlines() if line.startswith(("| warning", "| info"))]
     assert rows == [
-        "| warning | `W-X` | \\<script\\>alert(1)\\</script\\> \\[x\\](http://e) |",
-        "| info | `I-DRIVER-UNKNOWN` | order a driver \\>= 570 |",
+        "| warning | `W-X` | \\<script\\>alert(1)\\</script\\> \\[x\\](http://e) |  |",
+        "| info | `I-ARCH-COMPAT` | runs sm\\_80 | [1] |",
+        "| info | `I-DRIVER-UNKNOWN` | order a driver \\>= 570 |  |",
     ]
+    assert "\n1. a100: sheet \\#2 \\| \\*x\\*\n" in text  # the source, escaped, under the table
     assert "| `base.os` | `default` |" in text
     assert "| `python.version` | `profile:train.toml` |" in text
 

@@ -96,11 +96,12 @@ def choose_os(ctx: Context, out: Findings) -> None:
     image = _needed_image(ctx, pick.id)
     assert image is not None
     row = ctx.toolkit if ctx.backend == "cuda" else ctx.rocm
+    label = f"{'CUDA' if ctx.backend == 'cuda' else 'ROCm'} {row.version if row else ''}"
     out.info(
         "I-OS-DERIVED",
         f"base.os not set: using {pick.id}, because the default {ctx.os.id} has no {what} image; the "
         f"catalog has one for {', '.join(oses)} ({image[1]}). Set base.os to choose another",
-        source=cite((what, row)),
+        source=cite((label, row)),
     )
     ctx.os = pick
 

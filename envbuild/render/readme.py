@@ -19,6 +19,13 @@ class FindingRow:
     severity: str
     code: str
     message: str
+    ref: str  # "1": the number of its source in the list under the table; "" when it has none
+
+
+@dataclass(frozen=True)
+class FindingSource:
+    number: int
+    text: str
 
 
 @dataclass(frozen=True)
@@ -38,10 +45,21 @@ def render_readme(result: CheckResult, command: str) -> str:
     where = f"{profile.path}"
     rows: tuple[OrderRow, ...] = order_rows(plan)
     gpu_rows = tuple(r for r in rows if r.vendor != "cpu")
+    ordered = sorted(result.findings, key=lambda f: (SEVERITY_ORDER[f.severity], f.code))
+    numbers: dict[str, int] = {}  # one number per distinct source, in the order the table first cites it
+    for f in ordered:
+        if f.source:
+            numbers.setdefault(f.source, len(numbers) + 1)
     findings = tuple(
-        FindingRow(f.severity, md_code(f.code, "finding"), md(f.message, "finding"))
-        for f in sorted(result.findings, key=lambda f: (SEVERITY_ORDER[f.severity], f.code))
+        FindingRow(
+            f.severity,
+            md_code(f.code, "finding"),
+            md(f.message, "finding"),
+            f"[{numbers[f.source]}]" if f.source else "",
+        )
+        for f in ordered
     )
+    finding_sources = tuple(FindingSource(n, md(text, "finding source")) for text, n in numbers.items())
     sources = tuple(
         SourceRow(md_code(k, "source"), md_code(v, "source")) for k, v in sorted(profile.sources.items())
     )
@@ -80,6 +98,7 @@ def render_readme(result: CheckResult, command: str) -> str:
         nvidia="nvidia" in vendors,
         amd="amd" in vendors,
         findings=findings,
+        finding_sources=finding_sources,
         ok=result.ok,
         sources=sources,
         lock_path=LOCK_PATH_IN_IMAGE,
