@@ -94,19 +94,22 @@ class _Sourced:
 
 def _device(ctx: Context, out: _Sourced, s: BlenderSeries, device: str, card: CardEntry) -> None:
     name = f"Blender {s.series} {device} on {card.name}"
+    devices = ctx.setting("blender.devices")
     if device == "CPU":
         return
     if device == "ONEAPI":
         out.error(
-            "E-BLENDER-DEVICE", f"{name}: oneAPI renders on Intel Arc GPUs only; use CPU, CUDA or OPTIX"
+            "E-BLENDER-DEVICE",
+            f'{name}: oneAPI renders on Intel Arc GPUs only; {devices}: write "CPU", "CUDA" or "OPTIX" '
+            "instead",
         )
         return
     if device in {"CUDA", "OPTIX"}:
         if card.vendor != "nvidia" or card.cc is None:
             alt = {
-                "amd": "AMD Instinct has no Blender HIP kernels either, so render with the CPU device",
-                "cpu": "this target has no GPU, so render with the CPU device",
-            }.get(card.vendor, "use the CPU device")
+                "amd": f'AMD Instinct has no Blender HIP kernels either, so render with "CPU" ({devices})',
+                "cpu": f'this target has no GPU, so render with "CPU" ({devices})',
+            }.get(card.vendor, f'use "CPU" ({devices})')
             out.error("E-BLENDER-DEVICE", f"{name}: {device} needs an NVIDIA GPU; {alt}")
             return
         cc = card.cc
@@ -114,20 +117,20 @@ def _device(ctx: Context, out: _Sourced, s: BlenderSeries, device: str, card: Ca
             if cc < _cc(s.optix_min_cc):
                 out.error(
                     "E-BLENDER-DEVICE",
-                    f"{name}: OptiX needs compute capability >= {s.optix_min_cc}; use the CPU device",
+                    f'{name}: OptiX needs compute capability >= {s.optix_min_cc}; use "CPU" ({devices})',
                 )
             elif ctx.driver and not driver_at_least(ctx.driver, s.optix_min_driver):
                 out.error(
                     "E-BLENDER-OPTIX-DRIVER",
                     f"{name}: OptiX needs driver >= {s.optix_min_driver}; driver {ctx.driver} is older. "
-                    f"Order a machine with driver >= {s.optix_min_driver}, or use the CUDA device",
+                    f'Order a machine with driver >= {s.optix_min_driver}, or use "CUDA" ({devices})',
                 )
             return
         if cc < _cc(s.cuda_min_cc):
             out.error(
                 "E-BLENDER-DEVICE",
-                f"{name}: CUDA needs compute capability >= {s.cuda_min_cc}; use the CPU device or an older "
-                "Blender",
+                f'{name}: CUDA needs compute capability >= {s.cuda_min_cc}; use "CPU" ({devices}) or an '
+                "older blender.version",
             )
             return
         cubins = [_sm(c) for c in s.cuda_cubins]
@@ -142,16 +145,22 @@ def _device(ctx: Context, out: _Sourced, s: BlenderSeries, device: str, card: Ca
                 "works",
             )
             return
-        out.error("E-BLENDER-DEVICE", f"{name}: no {card.arch} kernels and no usable PTX; use OPTIX or CPU")
+        out.error(
+            "E-BLENDER-DEVICE",
+            f'{name}: no {card.arch} kernels and no usable PTX; use "OPTIX" or "CPU" ({devices})',
+        )
         return
     # HIP
     if card.vendor != "amd":
-        out.error("E-BLENDER-DEVICE", f"{name}: HIP needs an AMD GPU; use CUDA/OPTIX on NVIDIA or CPU")
+        out.error(
+            "E-BLENDER-DEVICE",
+            f'{name}: HIP needs an AMD GPU; use "CUDA" or "OPTIX" on NVIDIA, or "CPU" ({devices})',
+        )
         return
     if gfx_major(card.arch) < s.hip_min_major or card.arch not in s.hip_kernels:
         out.error(
             "E-BLENDER-HIP-UNSUPPORTED",
             f"{name}: Blender ships no HIP kernels for {card.arch} (AMD Instinct is not a Blender HIP target"
             + (f"; from {s.series} gfx9 devices are filtered out" if s.hip_min_major > 9 else "")
-            + "); render with CPU on this card",
+            + f'); render with "CPU" on this card ({devices})',
         )

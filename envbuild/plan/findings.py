@@ -79,7 +79,7 @@ CODES: dict[str, str] = {
     "I-DRIVER-IGNORED": "--driver does not apply to the backend",
     "I-DRIVER-UNKNOWN": "no --driver given: the minimum driver to order",
     "I-HASH-MODE": "a hash-locked input: the bundle installs in hash-checking mode once locked",
-    "I-VERSION-INHERITED": "an inherited accelerator.version of another backend is ignored (derived instead)",
+    "I-VERSION-INHERITED": "a parent (named) set an accelerator.version of another backend: derived instead",
     "I-LOT-IDLE": "the lots ordered hold more cards (devices) than the job uses: how many stay idle",
     "I-NOT-RESOLVED": "check judged the declared lines only; --resolve / lock resolve every distribution",
     "I-OVERLAY": "the catalog overlay in force: its path, date and age",

@@ -18,7 +18,9 @@ names one parent, so the chain is linear: a file reached twice is a cycle (an er
 
 The result records, for each leaf key path, its origin: ``profile:<file>`` (the profile itself),
 ``extends:<file>`` (a parent), or ``default``; an appended list that several files contributed to names
-them all, comma-separated, nearest last.
+them all, comma-separated, nearest last.  ``owner`` and ``item_owner`` keep the layer index behind each
+key and each appended entry; the loader turns them into ``Profile.origins`` (the file's profile name
+and path per key, ``torch.packages[0]`` per entry), which messages use to say a value was inherited.
 """
 
 from __future__ import annotations
