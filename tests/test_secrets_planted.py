@@ -67,18 +67,22 @@ def test_profile_env_and_option_lines(tmp_path: Path) -> None:
         "torch_pw": f"pw{_token(14)}",  # in a torch.packages option line
         "req_pw": f"pw{_token(14)}",  # in a requirements file option line
         "url_token": f"glpat-{_token(20)}",
+        "description": f"xoxb-{_token(12)}-{_token(24)}",  # would become an image label
+        "check_arg": f"ghs_{_token(36)}",  # would be recorded in the lock, inside the image
     }
     (tmp_path / "requirements.txt").write_text(
         f"--extra-index-url https://deploy:{plants['req_pw']}@pkgs.example/simple\nnumpy==2.2.6\n"
     )
     profile = tmp_path / "leaky.toml"
     profile.write_text(
-        'name = "leaky"\nkind = "pytorch"\n[base]\nos = "debian12"\n[accelerator]\nbackend = "cpu"\n'
+        f'name = "leaky"\nkind = "pytorch"\ndescription = "posts with {plants["description"]}"\n'
+        '[base]\nos = "debian12"\n[accelerator]\nbackend = "cpu"\n'
         '[python]\nversion = "3.11"\nrequirements = ["requirements.txt"]\n'
         f'[torch]\nversion = "2.13.0"\npackages = ["--extra-index-url https://u:{plants["torch_pw"]}@h.example/simple"]\n'
         f'[env]\nOPENAI_KEY = "{plants["openai_key"]}"\nHF_HUB = "{plants["hf_hub"]}"\n'
         f'REPO_URL = "https://{plants["pat"]}@github.com/org/repo"\n'
         f'MIRROR = "https://{plants["url_token"]}@gitlab.example/r"\n'
+        f'[[checks]]\nname = "pilot"\nrun = ["python", "pilot.py", "--token", "{plants["check_arg"]}"]\n'
     )
     out = tmp_path / "bundle"
     for args in (("check", profile), ("render", profile, "--out", out), ("check", profile, "--json")):
@@ -87,7 +91,8 @@ def test_profile_env_and_option_lines(tmp_path: Path) -> None:
         assert_absent(list(plants.values()), proc.stdout, proc.stderr)
         shown = proc.stdout + proc.stderr
         # Each plant was refused where it was planted, naming the file and the key.
-        for key in ("env.OPENAI_KEY", "env.HF_HUB", "env.REPO_URL", "env.MIRROR", "torch.packages[0]"):
+        keys = ("env.OPENAI_KEY", "env.HF_HUB", "env.REPO_URL", "env.MIRROR", "torch.packages[0]")
+        for key in (*keys, "description", "checks[0].run[3]"):
             assert key in shown, (args, key, shown)
         assert "leaky.toml" in shown and "requirements.txt" in shown
         assert "https://***@h.example/simple" in shown  # the option line, shown redacted
@@ -117,13 +122,18 @@ def test_app_folder_plants(tmp_path: Path, name: str) -> None:
     (app / name).write_text(body)
     profile = tmp_path / "p.toml"
     profile.write_text(
-        'name = "p"\nkind = "python"\n[base]\nos = "debian12"\n[accelerator]\nbackend = "cpu"\n'
+        'name = "p"\nkind = "ubuntu"\n[base]\nos = "debian12"\n[accelerator]\nbackend = "cpu"\n'
         '[python]\nversion = "3.11"\n[app]\nsource = "app"\n'
     )
     out = tmp_path / "bundle"
+    assert run("check", profile, cwd=tmp_path).returncode == 2
+    (app / name).unlink()
+    assert run("check", profile).returncode == 0  # the same profile, without the plant, is fine
+    (app / name).write_text(body)
     for args in (("check", profile), ("render", profile, "--out", out)):
         proc = run(*args)
         assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
+        assert "invalid profile (1 problem)" in proc.stderr or args[0] == "render", proc.stderr
         assert f"{name} " in proc.stderr and "secrets never go into a bundle" in proc.stderr, proc.stderr
         assert_absent([value, key.read_text().splitlines()[1]], proc.stdout, proc.stderr)
     assert not out.exists()

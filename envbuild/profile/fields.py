@@ -171,6 +171,30 @@ def secret_value_reason(value: str) -> str | None:
     return f"holds {found}" if found else None
 
 
+def secret_value_problems(raw: object, skip: Iterable[str] = ()) -> list[tuple[str, str]]:
+    """``(key, message)`` for every string anywhere in a profile document that holds a secret value
+    (a description, a check's argv, an expected value ...: each could reach a label, the lock or the
+    image), except at the keys in ``skip`` (those already have an issue).  Never the value itself."""
+    skipped = set(skip)
+    found: list[tuple[str, str]] = []
+
+    def walk(value: object, key: str) -> None:
+        if isinstance(value, str):
+            reason = secret_value_reason(value)
+            if reason and key not in skipped:
+                found.append((key, f"value {reason}: {SECRET_HINT}"))
+        elif isinstance(value, dict):
+            for name, item in value.items():
+                part = name if ENV_KEY_RE.fullmatch(str(name)) else repr(name)
+                walk(item, f"{key}.{part}" if key else part)
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                walk(item, f"{key}[{index}]")
+
+    walk(raw, "")
+    return found
+
+
 def check_env_value(value: str) -> str | None:
     problem = check_text(value, max_len=4096)
     if problem:

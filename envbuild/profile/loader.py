@@ -15,7 +15,7 @@ from envbuild.errors import BundleError, Issue, ProfileError, UsageError, choice
 from envbuild.models import Origin, Profile, RequirementLine
 from envbuild.profile import requirements
 from envbuild.profile.appdir import collect_app
-from envbuild.profile.fields import did_you_mean
+from envbuild.profile.fields import did_you_mean, secret_value_problems
 from envbuild.profile.merge import Merged, merge
 from envbuild.profile.paths import Place, PlaceError, builtin_place, root_place
 from envbuild.profile.schema import check_document
@@ -86,6 +86,8 @@ class _Load:
             return None
         doc, issues = check_document(place.display, raw)
         self.issues.extend(issues)
+        found = secret_value_problems(raw, skip=(i.key for i in issues))  # the secret policy, every value
+        self.issues.extend(Issue(place.display, key, message) for key, message in found)
         return _Layer(place, ident, doc)
 
     def parent_place(self, layer: _Layer, ref: str) -> tuple[Place, str] | None:
