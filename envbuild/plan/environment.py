@@ -53,7 +53,7 @@ def python_provision(ctx: Context, out: Findings) -> str:
 def _os_setting(ctx: Context) -> str:
     """``base.os = "ubuntu22.04" (inherited ...)``, or how the OS was chosen when base.os is absent."""
     if ctx.profile.sources.get("base.os", "default") == "default":
-        return f"base.os not set: {ctx.os.id}"
+        return f"base.os not set, so {ctx.os.id}"
     return ctx.setting("base.os")
 
 

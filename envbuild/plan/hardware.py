@@ -211,7 +211,7 @@ def check_driver(ctx: Context, out: Findings) -> None:
             "E-DRIVER-TOO-OLD",
             f"driver {drv} is older than {floor}, the minimum for any CUDA {tk.major}.x application "
             f"(minor-version compatibility); {ctx.torch_label} needs CUDA {tk.image_version}: order driver "
-            f">= {need}, or choose an older CUDA variant",
+            f">= {need}, or set accelerator.version to an older CUDA version (a lower driver floor)",
             source=src,
         )
     elif not driver_at_least(drv, tk.driver):

@@ -161,8 +161,8 @@ def suggest_rocm(ctx: Context, card: CardEntry) -> str:
         return f"No torch release in the catalog carries {card.arch}"
     first = found[0]
     return (
-        f"torch {first[0]} ({'/'.join(first[1])}) is the first release with {card.arch} kernels; "
-        "use it or newer"
+        f"torch {first[0]} ({'/'.join(first[1])}) is the first release with {card.arch} kernels: set "
+        f'torch.version = "{first[0]}" or newer'
     )
 
 
