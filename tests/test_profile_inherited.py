@@ -117,3 +117,19 @@ def test_inherited_cuda_version_a_torch_release_does_not_publish(tmp_path: Path)
     (variant,) = _messages(result, "E-VARIANT-UNAVAILABLE")
     assert f'(accelerator.version = "{version}" {PYTORCH})' in variant
     assert "Set accelerator.version to one of" in variant
+
+
+def test_a_chain_names_the_profile_that_set_the_key_not_the_nearest_parent(tmp_path: Path) -> None:
+    """child -> mid.toml -> pytorch: the version comes from pytorch, python.version from mid."""
+    (tmp_path / "mid.toml").write_text(
+        'name = "mid"\nkind = "pytorch"\nextends = "pytorch"\n[python]\nversion = "3.9"\n', encoding="utf-8"
+    )
+    child = tmp_path / "leaf.toml"
+    child.write_text('name = "leaf"\nkind = "pytorch"\nextends = "mid.toml"\n[base]\nos = "debian12"\n')
+    prof = load_profile(child)
+    assert prof.inherited("accelerator.version") == Origin(
+        profile="pytorch", file="builtin:pytorch", inherited=True
+    )
+    assert prof.inherited("python.version") == Origin(profile="mid", file="mid.toml", inherited=True)
+    (provision,) = _messages(check(prof), "E-PYTHON-OS")
+    assert provision.startswith("python.version = \"3.9\" (inherited from profile 'mid' (mid.toml)) cannot")
