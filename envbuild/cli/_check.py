@@ -114,7 +114,7 @@ def _print_human(result: CheckResult, *, verbose: bool = False) -> None:
 @click.option("--target", "targets", multiple=True, metavar="ID", help="Target card id (repeatable).")
 @click.option("--driver", metavar="VERSION", help="NVIDIA driver version of the machine, e.g. 570.124.06.")
 @click.option("--json", "as_json", is_flag=True, help="Print {ok, findings, plan} as JSON.")
-@click.option("-v", "--verbose", is_flag=True, help="Show each finding's source (catalog row, metadata, URL).")
+@click.option("-v", "--verbose", is_flag=True, help="Show each finding's source (catalog row, metadata).")
 @click.option(
     "--resolve",
     is_flag=True,
