@@ -177,21 +177,19 @@ def secret_value_problems(raw: object, skip: Iterable[str] = ()) -> list[tuple[s
     image), except at the keys in ``skip`` (those already have an issue).  Never the value itself."""
     skipped = set(skip)
     found: list[tuple[str, str]] = []
-
-    def walk(value: object, key: str) -> None:
+    stack: list[tuple[object, str]] = [(raw, "")]  # iterative: a hostile document nests deeply
+    while stack:
+        value, key = stack.pop()
         if isinstance(value, str):
             reason = secret_value_reason(value)
             if reason and key not in skipped:
                 found.append((key, f"value {reason}: {SECRET_HINT}"))
         elif isinstance(value, dict):
-            for name, item in value.items():
+            for name, item in reversed(value.items()):
                 part = name if ENV_KEY_RE.fullmatch(str(name)) else repr(name)
-                walk(item, f"{key}.{part}" if key else part)
+                stack.append((item, f"{key}.{part}" if key else part))
         elif isinstance(value, list):
-            for index, item in enumerate(value):
-                walk(item, f"{key}[{index}]")
-
-    walk(raw, "")
+            stack.extend((item, f"{key}[{index}]") for index, item in reversed(list(enumerate(value))))
     return found
 
 
