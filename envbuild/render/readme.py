@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+import shlex
 from dataclasses import dataclass
 
 from envbuild import __version__
@@ -32,6 +35,14 @@ class FindingSource:
 class SourceRow:
     setting: str
     source: str
+
+
+_CI_WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
+
+
+def ci_word(value: str) -> str:
+    """A profile ref or target id for the workflow's matrix: a plain word, else a quoted YAML string."""
+    return value if _CI_WORD.match(value) else json.dumps(value).replace("`", "\\u0060")
 
 
 def suggested_tag(result: CheckResult) -> str:
@@ -104,4 +115,6 @@ def render_readme(result: CheckResult, command: str) -> str:
         lock_path=LOCK_PATH_IN_IMAGE,
         python_in_image=PYTHON_IN_IMAGE,
         checks=tuple(md_code(c.name, "checks") for c in profile.checks),
+        ci_profiles=(ci_word(shlex.split(command)[2] if len(shlex.split(command)) > 2 else profile.name),),
+        ci_targets=tuple(ci_word(c.id) for c in plan.targets) or ("cpu",),
     )

@@ -1,0 +1,53 @@
+"""The CI workflow envbuild publishes (GitHub Actions): render, lock, fetch, build with its record,
+validate in the image, rebuild without the cache and compare on content, publish junit.xml and records.
+
+One template (``templates/ci/github-actions.yml.j2``) serves the bundle README (the bundle's profile
+and targets) and ``docs/ci.md`` (:data:`DOC_PROFILES` x :data:`DOC_TARGETS`; regenerate with
+``.venv/bin/python -m envbuild.render.ci > docs/ci.md``).
+"""
+
+from __future__ import annotations
+
+from envbuild.render.env import render_template
+
+DOC_PROFILES = ("pytorch-cpu", "ubuntu")
+DOC_TARGETS = ("cpu",)
+
+DOC_HEAD = """\
+# Reproducible rebuilds in CI
+
+`envbuild build` writes a build record beside its log (`build-<tag>.record.json`): the inputs (the
+lock's sha256, the base image's id and layer DiffIDs, every wheel's sha256, the Debian packages with
+version and architecture), the outputs (image id, layer DiffIDs, the Python distributions installed)
+and a manifest of every file in the image (path, type, mode, uid, gid, size, sha256, link target; no
+timestamps). It is computed from the `docker save` stream without holding a layer in memory.
+
+- `envbuild rebuild BUNDLE --verify` rebuilds without the cache and compares with the bundle's record:
+  exit 0 when equal on content, 1 when not, with each difference attributed to its Debian package or
+  Python distribution.
+- `envbuild image diff A B [--json]` compares any two images or records. Differences are classed as
+  package versions, file content, or metadata only (mode, uid, gid). A short list of paths is noise by
+  nature and is not compared; `envbuild.build.imagediff.NOISE` gives the reason for each.
+- Every stage of the Dockerfile sets `SOURCE_DATE_EPOCH` (315532800, 1980-01-01), so pip's and Debian's
+  byte-compilation write hash-based `.pyc` files; the apt step removes its indexes, logs, the ldconfig
+  auxiliary cache and dpkg's backups. Two builds of one bundle then compare equal on content.
+
+The workflow below runs these steps over a matrix of profiles x targets and publishes the validation
+reports (junit.xml), the build records and the comparison. The bundle README carries the same workflow
+for its own profile and targets. Regenerate this page with
+`.venv/bin/python -m envbuild.render.ci > docs/ci.md`.
+
+```yaml
+"""
+
+
+def workflow(profiles: tuple[str, ...], targets: tuple[str, ...]) -> str:
+    return render_template("ci/github-actions.yml.j2", ci_profiles=profiles, ci_targets=targets)
+
+
+def doc_page() -> str:
+    return DOC_HEAD + workflow(DOC_PROFILES, DOC_TARGETS) + "```\n"
+
+
+if __name__ == "__main__":
+    print(doc_page(), end="")
