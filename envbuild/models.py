@@ -18,6 +18,7 @@ Kind = Literal["ubuntu", "pytorch", "blender", "custom"]
 OsId = Literal["ubuntu22.04", "ubuntu24.04", "debian12"]
 Severity = Literal["error", "warning", "info"]
 BlenderDevice = Literal["CPU", "CUDA", "OPTIX", "HIP", "ONEAPI"]
+BlenderSource = Literal["official", "pypi"]  # the official Linux tarball, or the bpy module from the index
 Vendor = Literal["nvidia", "amd", "cpu"]
 
 LOCK_FORMAT: Final = "envbuild.lock/1"
@@ -79,6 +80,7 @@ class TorchSpec(Frozen):
 class BlenderSpec(Frozen):
     version: str | None = None
     devices: tuple[BlenderDevice, ...] = ()
+    source: BlenderSource = "official"
 
 
 class SystemSpec(Frozen):
@@ -268,6 +270,7 @@ class Plan(Frozen):
     blender_version: str | None
     blender_url: str | None
     blender_sha256_url: str | None
+    blender_source: BlenderSource | None = None  # None: no Blender
     days: int | None = None  # the rental duration chosen (--days); None: every duration is shown
     prices: tuple[LotPrice, ...] = ()  # lot prices known for the targets (built-in, then --prices)
 
@@ -381,6 +384,7 @@ class Lock(Frozen):
     workdir: str = WORKDIR_IN_IMAGE
     blender_version: str | None = None
     blender_devices: tuple[BlenderDevice, ...] = ()
+    blender_source: BlenderSource | None = None  # how Blender is installed (None: no Blender, or an old lock)
     # The resolver's input, as declared: index URLs, every requirement line (torch-family pins first,
     # then the profile's lines with their origins, duplicates kept) and the bundle's constraint copies.
     index_urls: tuple[IndexUrl, ...] = ()

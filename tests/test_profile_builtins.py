@@ -15,7 +15,7 @@ from envbuild.cli import _profiles, cli  # _profiles registers the command
 from envbuild.profile import builtin_names, describe_builtins, load_profile
 from envbuild.resources import profiles_dir
 
-BUILTINS = ["blender", "custom", "pytorch", "pytorch-cpu", "ubuntu"]
+BUILTINS = ["blender", "blender-cpu", "custom", "pytorch", "pytorch-cpu", "ubuntu"]
 
 
 def test_builtin_names() -> None:
@@ -37,6 +37,7 @@ def test_kinds_and_describe() -> None:
     kinds = {name: kind for name, kind, _ in describe_builtins()}
     assert kinds == {
         "blender": "blender",
+        "blender-cpu": "blender",
         "custom": "custom",
         "pytorch": "pytorch",
         "pytorch-cpu": "pytorch",

@@ -377,7 +377,7 @@ def test_stage_selection_adds_prerequisites() -> None:
         "checkpoint",
     ]
     assert select_stages(["os"]) == ["os"]
-    with pytest.raises(UsageError, match=r"unknown stage 'gpu' \(valid: accelerator, checkpoint"):
+    with pytest.raises(UsageError, match=r"unknown stage 'gpu' \(valid: accelerator, blender, checkpoint"):
         select_stages(["gpu"])
 
 

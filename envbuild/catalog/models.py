@@ -409,6 +409,9 @@ class BlenderSeries(Row):
     # from the list is not refused.  releases_source says where the list was read (required with it).
     releases: tuple[str, ...] = ()
     releases_source: str | None = None
+    # The CPython X.Y of the series' bpy wheels on PyPI (Requires-Python ==X.Y.*, cpXY tags); None: no
+    # manylinux bpy wheel is published for the series, so blender.source = "pypi" cannot install it.
+    bpy_python: str | None = Field(default=None, pattern=r"^3\.\d{1,2}$")
 
     @model_validator(mode="after")
     def _releases(self) -> BlenderSeries:
@@ -420,6 +423,8 @@ class BlenderSeries(Row):
             raise ValueError("releases must be increasing, each once")
         if self.releases and not self.releases_source:
             raise ValueError("releases_source is required with releases")
+        if self.bpy_python and not self.releases_source:
+            raise ValueError("releases_source is required with bpy_python (it says where both were read)")
         return self
 
     @property

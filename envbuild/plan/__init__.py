@@ -171,5 +171,6 @@ def check(profile: Profile, targets: Sequence[str] | None = None, driver: str | 
         blender_version=blender_version,
         blender_url=blender_url,
         blender_sha256_url=blender_sha,
+        blender_source=profile.blender.source if blender_version else None,
     )
     return CheckResult(plan=plan, findings=out.result())

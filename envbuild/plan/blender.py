@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from envbuild.catalog import BlenderSeries, CardEntry
 from envbuild.errors import choices
+from envbuild.models import RequirementLine
 from envbuild.plan.context import Context, cite
 from envbuild.plan.findings import Findings
 from envbuild.plan.versions import driver_at_least, gfx_major, version_tuple
@@ -72,11 +73,63 @@ def check_blender(ctx: Context, out: Findings) -> tuple[str | None, str | None, 
             ),
         )
         version = full
-    url, sha = ctx.catalog.blender_urls(version)
+    if ctx.profile.blender.source == "pypi":
+        _bpy(ctx, out, series, version)
+        url: str | None = None
+        sha: str | None = None
+    else:
+        url, sha = ctx.catalog.blender_urls(version)
     for device in ctx.profile.blender.devices:
         for card in ctx.cards:
             _device(ctx, _Sourced(out, cite(src, (card.id, card))), series, device, card)
     return version, url, sha
+
+
+BPY_ORIGIN = "profile:blender.version (blender.source = pypi)"
+
+
+def _bpy(ctx: Context, out: Findings, series: BlenderSeries, version: str) -> None:
+    """``blender.source = "pypi"``: Blender as the ``bpy`` module, pinned to ``version`` as a requirement
+    the lock resolves like any other; its wheels exist for one CPython per series."""
+    src = cite(series.releases_source and f"bpy {series.series}: {series.releases_source}")
+    where = ctx.setting("blender.source")
+    if series.bpy_python is None:
+        have = [s.series for s in ctx.catalog.blender.series if s.bpy_python]
+        out.error(
+            "E-BLENDER-BPY-UNAVAILABLE",
+            f"{where}: no Linux bpy wheel is published for Blender {series.series}; set blender.source = "
+            f'"official", or blender.version to a series with bpy wheels: {choices(have)}',
+            source=src,
+        )
+        return
+    if ctx.profile.python.version != series.bpy_python:
+        out.error(
+            "E-BLENDER-BPY-PYTHON",
+            f"{where}: bpy {version} is built for Python {series.bpy_python} only (its wheels are "
+            f"cp{series.bpy_python.replace('.', '')}), but {ctx.setting('python.version')}; set "
+            f'python.version = "{series.bpy_python}", or blender.source = "official"',
+            source=src,
+        )
+    if series.releases and version not in series.releases:
+        newest = series.releases[-1]
+        if version_tuple(version) < version_tuple(newest):
+            out.error(
+                "E-BLENDER-BPY-MISSING",
+                f"{ctx.setting('blender.version')}: bpy {version} was never published (bpy skips some "
+                f"patch releases); set blender.version to one of {choices(series.releases)}",
+                source=src,
+            )
+        else:
+            out.warning(
+                "W-BLENDER-BPY-UNLISTED",
+                f"{ctx.setting('blender.version')}: bpy {version} is newer than the newest the catalog "
+                f'knows ({newest}); the lock fails if it is not published; blender.version = "{newest}" '
+                "is known to install",
+                source=src,
+            )
+    ctx.requirements.append(
+        RequirementLine(kind="requirement", text=f"bpy=={version}", name="bpy", origin=BPY_ORIGIN)
+    )
 
 
 class _Sourced:

@@ -53,6 +53,7 @@ DEFAULT_LEAVES = (
     "torch.packages",
     "blender.version",
     "blender.devices",
+    "blender.source",
     "system.apt",
     "resources.gpu_memory_gib",
     "resources.gpus",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, get_args
 
 from envbuild.errors import Issue, choices
-from envbuild.models import Backend, BlenderDevice, Kind, OsId
+from envbuild.models import Backend, BlenderDevice, BlenderSource, Kind, OsId
 from envbuild.profile import fields as f
 from envbuild.profile.pep508 import LineError, parse_requirement
 
@@ -90,6 +90,7 @@ KIND_CHOICES: tuple[str, ...] = get_args(Kind)
 OS_CHOICES: tuple[str, ...] = get_args(OsId)
 BACKEND_CHOICES: tuple[str, ...] = get_args(Backend)
 DEVICE_CHOICES: tuple[str, ...] = get_args(BlenderDevice)
+BLENDER_SOURCE_CHOICES: tuple[str, ...] = get_args(BlenderSource)
 
 TOP: dict[str, Spec] = {
     "name": Spec("str", f.check_profile_name),
@@ -116,6 +117,7 @@ TABLES: dict[str, dict[str, Spec]] = {
     "blender": {
         "version": Spec("str", f.check_blender_version),
         "devices": Spec("list", _enum(DEVICE_CHOICES, "Blender device"), unique=True),
+        "source": Spec("str", _enum(BLENDER_SOURCE_CHOICES, "blender.source")),
     },
     "system": {"apt": Spec("list", f.check_apt)},
     "resources": {

@@ -159,6 +159,7 @@ def make_lock(plan: Plan) -> Lock:
         workdir=WORKDIR_IN_IMAGE,
         blender_version=plan.blender_version,
         blender_devices=profile.blender.devices,
+        blender_source=plan.blender_source,
         index_urls=plan.index_urls,
         declared=declared_lines(plan),
         constraint_files=tuple(c.bundle_path for c in collect_constraints(plan)),

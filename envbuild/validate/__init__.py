@@ -118,6 +118,8 @@ def run_validation(
         lock_path, raw_lock = os.path.abspath(where.path), _read_bytes(where.path)
         lock_obj = read_lock(where.path)
     selected = select_stages(stages)
+    if stages is None and not lock_obj.blender_version:
+        selected.remove("blender")  # not applicable, and not listed in a report that never needs it
     for key in timeouts or {}:
         if key not in STAGE_NAMES:
             raise UsageError(f"--timeout: unknown stage {key!r} (valid: {', '.join(STAGE_NAMES)})")
@@ -143,7 +145,7 @@ def run_validation(
     try:
         report = _build_report(run_dir, lock_path, raw_lock, lock_obj, interpreter, ctx, outcome, started, t0)
         try:
-            write_report(run_dir, report, ctx.raw, os.environ)
+            write_report(run_dir, report, ctx.raw, os.environ, ctx.files)
         except OSError as exc:
             raise ReportError(f"{run_dir}: cannot write the report: {exc.strerror or exc}") from None
     finally:

@@ -1,4 +1,5 @@
-"""Write a report directory: report.json, report.md, junit.xml, raw facts, env.txt, MANIFEST.sha256.
+"""Write a report directory: report.json, report.md, junit.xml, raw facts, env.txt, the Blender stage's
+rendered PNGs (``blender-cpu.png``, ...), MANIFEST.sha256.
 
 Each run gets a new directory ``<UTC timestamp>-<random>`` (created with ``exist_ok=False``, never
 reused).  Every file is written atomically (temporary file + rename) and scrubbed of secret values;
@@ -59,6 +60,18 @@ def atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+IMAGE_NAME = re.compile(r"blender-[a-z]+\.png")
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
 def env_text(env: Mapping[str, str]) -> str:
     """The allow-listed variables, redacted; the rest counted (:mod:`envbuild.validate.redact`)."""
     return env_lines(env)
@@ -88,6 +101,7 @@ def render_markdown(report: Report) -> str:
     lines += [
         f"- {label}: {_md(str(value))}" for label, value in key_facts(report) if value not in (None, "", [])
     ]
+    lines += blender_section(report)
     lines += packages_section(report)
     lines += checks_section(report)
     lines.append("")
@@ -145,6 +159,48 @@ def packages_section(report: Report) -> list[str]:
         if items:
             out += ["", f"**{title}** ({len(items)}):", ""]
             out += [f"- {_line(str(item))}" for item in items]
+    return out
+
+
+def blender_section(report: Report) -> list[str]:
+    """``## Blender``: the version, Cycles' devices per type, each render with its time, PSNR and picture."""
+    facts = next((s.facts for s in report.stages if s.stage == "blender"), {})
+    if not facts.get("renders") and not facts.get("version"):
+        return []
+    out = ["", "## Blender", ""]
+    out.append(
+        f"Blender {facts.get('version_string') or facts.get('version')} ({facts.get('mode')}, locked "
+        f"{facts.get('locked_version')}); import {facts.get('import_s')} s. Declared devices: "
+        + ", ".join(str(d) for d in facts.get("declared") or [])
+        + "."
+    )
+    devices = facts.get("devices") or {}
+    compiled = facts.get("compiled") or {}
+    seen = [
+        f"{kind} {len(names)} ({', '.join(str(n) for n in names)})"
+        if names
+        else f"{kind} 0{'' if compiled.get(kind, kind == 'CPU') else ' (not in this build)'}"
+        for kind, names in devices.items()
+    ]
+    if seen:
+        out += ["", "Cycles devices Blender sees: " + "; ".join(seen) + "."]
+    scene = facts.get("scene") or {}
+    if scene:
+        out += [
+            "",
+            f"Scene: the factory startup scene, {scene.get('size')}x{scene.get('size')} pixels, "
+            f"{scene.get('samples')} samples, seed {scene.get('seed')}, no denoising; a GPU render passes "
+            f"with PSNR >= {facts.get('psnr_min_db')} dB against the CPU render.",
+        ]
+    out += ["", "| device | status | render s | PSNR vs CPU (dB) | image |", "|---|---|---|---|---|"]
+    for r in facts.get("renders") or []:
+        image = r.get("image")
+        link = f"[{image}]({image})" if image else "-"
+        psnr = r.get("psnr_db", "-" if r.get("device") != "CPU" else "reference")
+        out.append(f"| {r.get('device')} | {r.get('status')} | {r.get('render_s', '-')} | {psnr} | {link} |")
+    for r in facts.get("renders") or []:
+        if r.get("image"):
+            out += ["", f"![{r.get('device')} render]({r['image']})"]
     return out
 
 
@@ -285,7 +341,18 @@ def render_junit(report: Report) -> str:
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
 
 
-def write_report(run_dir: Path, report: Report, raw: Mapping[str, str], env: Mapping[str, str]) -> None:
+def write_report(
+    run_dir: Path,
+    report: Report,
+    raw: Mapping[str, str],
+    env: Mapping[str, str],
+    binary: Mapping[str, bytes] | None = None,
+) -> None:
+    """Write every file, then the manifest.  ``binary`` (file name -> bytes): the Blender renders, written
+    as they are (a PNG holds no text to redact); only ``blender-*.png`` names are taken."""
+    images = {n: b for n, b in (binary or {}).items() if IMAGE_NAME.fullmatch(n)}
+    for name in sorted(images):
+        atomic_write_bytes(run_dir / name, images[name])
     files: dict[str, str] = {name: text for name, text in raw.items() if name in RAW_FILES}
     files["env.txt"] = env_text(env)
     files["report.json"] = report.model_dump_json(indent=2) + "\n"
@@ -293,5 +360,5 @@ def write_report(run_dir: Path, report: Report, raw: Mapping[str, str], env: Map
     files["junit.xml"] = render_junit(report)
     for name in sorted(files):
         atomic_write(run_dir / name, redact_text(files[name], env))
-    manifest = "".join(f"{sha256_file(run_dir / name)}  {name}\n" for name in sorted(files))
+    manifest = "".join(f"{sha256_file(run_dir / name)}  {name}\n" for name in sorted([*files, *images]))
     atomic_write(run_dir / MANIFEST, manifest)

@@ -19,6 +19,7 @@ Two relations between stages:
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -30,7 +31,7 @@ from typing import Any
 
 from envbuild.errors import UsageError, choices
 from envbuild.models import CheckSpec, Lock
-from envbuild.validate import checks, decide, decide_work, gpu, interp
+from envbuild.validate import blender, checks, decide, decide_work, gpu, interp
 from envbuild.validate.host import GpuToolFacts, collect_gpu_tools, mem_available_bytes
 from envbuild.validate.model import StageResult
 from envbuild.validate.probe import ProbeResult, run_probe
@@ -60,6 +61,12 @@ STAGES: tuple[StageSpec, ...] = (
     StageSpec("os", (), 60, "distribution, version, glibc"),
     StageSpec("packages", ("interpreter",), 120, "installed distributions vs the lock, broken requirements"),
     StageSpec("accelerator", ("packages",), 180, "torch build variant, GPU visibility, driver"),
+    StageSpec(
+        "blender",
+        ("accelerator",),
+        600,
+        "Blender's version, Cycles' devices per type, a fixed render on each declared device vs the CPU",
+    ),
     StageSpec(
         "devices",
         ("accelerator",),
@@ -123,6 +130,7 @@ class Context:
     resume_worker: TorchWorker | None = None  # a second, fresh process for the checkpoint's resume
     use_worker: bool = True
     cancel: dict[str, threading.Event] = field(default_factory=dict)  # background stages
+    files: dict[str, bytes] = field(default_factory=dict)  # binary report files (the Blender renders)
 
     def timeout(self, stage: str) -> float:
         return float(self.timeouts.get(stage, _SPECS[stage].timeout_s))
@@ -288,6 +296,22 @@ def _checkpoint(ctx: Context) -> StageResult:
     return decide_work.decide_checkpoint(save, resume, device)
 
 
+def _blender(ctx: Context) -> StageResult:
+    if not ctx.lock.blender_version:
+        return decide.skipped("blender", "the lock declares no Blender: not applicable")
+    out_dir = blender.temp_dir()
+    try:
+        args = blender.probe_args(ctx.lock, out_dir)
+        run = blender.run_blender_probe(ctx.lock, ctx.python, args, ctx.timeout("blender"))
+        data = probe_data(ctx, "blender", "blender", run)
+        ctx.files.update(blender.collect_pngs(data, out_dir))
+    finally:
+        shutil.rmtree(out_dir, ignore_errors=True)
+    # the vendor tools only matter for a GPU device Blender does not see
+    wants_gpu = any(d != "CPU" for d in ctx.lock.blender_devices)
+    return blender.decide_blender(ctx.lock, data, ctx.gpu_tools() if wants_gpu else None)
+
+
 def check_specs(ctx: Context) -> tuple[CheckSpec, ...]:
     """The lock's checks as they run: a bare ``python`` / ``python3`` / ``pythonX.Y`` as argv[0] is
     the interpreter under test."""
@@ -315,6 +339,7 @@ RUNNERS: dict[str, Callable[[Context], StageResult]] = {
     "os": _os,
     "packages": _packages,
     "accelerator": _accelerator,
+    "blender": _blender,
     "devices": _devices,
     "compute": _compute,
     "extensions": _extensions,
