@@ -119,10 +119,20 @@ _USERINFO_RE = re.compile(r"[^/?#\s@]+@")
 _SCHEME_TAIL_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*\Z")
 
 
+# Stand-ins that hold no secret: a redacted form ("***", "[REDACTED]"), an elision, a <placeholder>
+# or a ${VAR}/$VAR reference (a template, filled in at run time).
+_PLACEHOLDER_RE = re.compile(
+    r"\**|\.{3}|\[REDACTED\]|<[^<>]*>|\$\{[A-Za-z_][A-Za-z0-9_]*\}|\$[A-Za-z_][A-Za-z0-9_]*"
+)
+
+
 def _userinfo_is_secret(scheme: str, info: str) -> bool:
     # A password in any form ("user:pass", ":pw"), or a lone token on a non-ssh URL ("https://TOKEN@").
     # "git+ssh://git@host" names the account only: the key stays on the machine.
-    return ":" in info or not scheme.lower().endswith("ssh")
+    user, colon, password = info.partition(":")
+    if colon:
+        return not _PLACEHOLDER_RE.fullmatch(password)
+    return not scheme.lower().endswith("ssh") and not _PLACEHOLDER_RE.fullmatch(user)
 
 
 def _tokens(text: str) -> list[tuple[int, int, str, int]]:

@@ -319,3 +319,18 @@ def test_ca_cert_with_an_old_dockerfile_needs_a_rerender_or_keep(rendered: Path,
         "BASE_IMAGE": "b:1",
         "FINAL_CA": "envbuild-ca",
     }
+
+
+def test_placeholders_and_redacted_forms_are_not_secrets() -> None:
+    """Redacted output, docs and templates stay quiet: only a real credential is flagged."""
+    for text in (
+        "https://***@host/simple",
+        "https://user:***@host/simple",
+        "https://[REDACTED]@host/x",
+        "name @ git+https://...@REV",
+        "https://${GITHUB_TOKEN}@github.com/org/repo",
+        "https://$TOKEN@github.com/org/repo",
+        "https://<token>@gitlab.example/r",
+    ):
+        assert value_reason(text) is None and redact(text) == text, text
+    assert value_reason(redact(f"https://u:{_rand(12)}@h/x")) is None  # redacting twice changes nothing
