@@ -26,7 +26,12 @@ def _display_path(value: str) -> str:
 
 
 def regenerate_command(
-    ref: str, targets: tuple[str, ...], force: bool, days: int | None = None, prices: Path | None = None
+    ref: str,
+    targets: tuple[str, ...],
+    force: bool,
+    days: int | None = None,
+    prices: Path | None = None,
+    bake: bool = False,
 ) -> str:
     """The normalised command line recorded in the bundle (stable across machines for relative paths).
 
@@ -39,6 +44,8 @@ def regenerate_command(
         words += ["--days", str(days)]
     if prices is not None:
         words += ["--prices", _display_path(str(prices))]
+    if bake:
+        words.append("--bake")
     if force:
         words.append("--force")
     return shlex.join(words)
@@ -55,6 +62,7 @@ def print_findings(result: CheckResult) -> None:
 @click.option("--target", "targets", multiple=True, metavar="ID", help="Target card id (repeatable).")
 @click.option("--out", "out", default=None, metavar="DIR", help="Bundle folder [./<profile>-<targets>].")
 @click.option("--force", is_flag=True, help="Write the bundle even when the check finds errors.")
+@click.option("--bake", is_flag=True, help="Also write docker-bake.hcl (for BuildKit: docker buildx bake).")
 @order_options
 @handle_errors
 def render_command(
@@ -62,6 +70,7 @@ def render_command(
     targets: tuple[str, ...],
     out: str | None,
     force: bool,
+    bake: bool,
     days: int | None,
     prices: Path | None,
 ) -> None:
@@ -81,9 +90,9 @@ def render_command(
         click.echo(f"envbuild: error: {message}", err=True)
         sys.exit(EXIT_FINDINGS)
     out_text = out if out is not None else str(default_out(result.plan))
-    command = regenerate_command(profile_ref, targets, force, days, prices)
+    command = regenerate_command(profile_ref, targets, force, days, prices, bake)
     relock = was_resolved(Path(out_text))
-    path = render_bundle(result, Path(out_text), command=command, force=force)
+    path = render_bundle(result, Path(out_text), command=command, force=force, bake=bake)
     if not result.ok:
         click.echo("envbuild: warning: rendered despite error findings (--force)", err=True)
     if relock:

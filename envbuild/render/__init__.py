@@ -55,8 +55,12 @@ def render_dockerfile(plan: Plan, command: str = "envbuild render") -> str:
     return render_template("dockerfiles/Dockerfile.j2", v=dockerfile_view(plan, command))
 
 
-def render_files(result: CheckResult, command: str) -> tuple[dict[str, bytes], frozenset[str]]:
-    """Every file of the bundle, in memory: (relative path -> bytes, executable paths)."""
+def render_files(
+    result: CheckResult, command: str, *, bake: bool = False
+) -> tuple[dict[str, bytes], frozenset[str]]:
+    """Every file of the bundle, in memory: (relative path -> bytes, executable paths).
+
+    ``bake`` adds ``docker-bake.hcl`` (:mod:`envbuild.render.bake`)."""
     plan = result.plan
     constraints = collect_constraints(plan)
     files: dict[str, str] = {
@@ -66,6 +70,10 @@ def render_files(result: CheckResult, command: str) -> tuple[dict[str, bytes], f
         "requirements-rebuild.txt": render_requirements(plan, command, constraints),
         "envbuild.lock.json": lock_json(make_lock(plan)),
     }
+    if bake:
+        from envbuild.render.bake import render_bake
+
+        files["docker-bake.hcl"] = render_bake(result, command)
     out = {name: text.encode("utf-8") for name, text in files.items()}
     for constraint in constraints:
         out[constraint.bundle_path] = constraint.data
@@ -81,7 +89,9 @@ def render_files(result: CheckResult, command: str) -> tuple[dict[str, bytes], f
     return dict(sorted(out.items())), frozenset(executable)
 
 
-def render_bundle(result: CheckResult, out: Path, *, command: str, force: bool = False) -> Path:
+def render_bundle(
+    result: CheckResult, out: Path, *, command: str, force: bool = False, bake: bool = False
+) -> Path:
     """Write the bundle for ``result`` to ``out`` atomically and return its absolute path.
 
     Re-rendering into a previous bundle keeps what render does not own (``wheelhouse/``, ``tools/``,
@@ -100,5 +110,5 @@ def render_bundle(result: CheckResult, out: Path, *, command: str, force: bool =
             f"profile {result.plan.profile.name}: {len(errors)} error finding(s); nothing written "
             "(use --force to render anyway):\n" + "\n".join(lines)
         )
-    files, executable = render_files(result, command)
+    files, executable = render_files(result, command, bake=bake)
     return write_tree(files, Path(out), executable, force=force)

@@ -26,6 +26,9 @@ from envbuild.resources import profiles_dir
 KEEP_DIRS = ("app", "certs", "tools", "wheelhouse")
 # Folders render rewrites whole on every render: nothing in them is kept.
 OWNED_DIRS = ("app", "constraints")
+# Files only some renders write (render --bake): dropped by a render that does not write them, so a
+# stale one never describes another render.
+OPTIONAL_FILES = ("docker-bake.hcl",)
 # What marks a folder as a previous envbuild bundle (safe to render into).
 BUNDLE_MARKERS = ("Dockerfile", "envbuild.lock.json")
 
@@ -102,6 +105,8 @@ def plan_keep(old: Path, new: Path, files: dict[str, bytes]) -> KeepPlan:
             target = new / name
             if not rel and entry.name in OWNED_DIRS and _is_dir(entry):
                 continue  # re-rendered whole
+            if not rel and entry.name in OPTIONAL_FILES and not _is_dir(entry):
+                continue  # written by this render or by none
             if not os.path.lexists(target):
                 plan.moves.append(name)
             elif _is_dir(target) and _is_dir(entry):
