@@ -273,6 +273,9 @@ class Plan(Frozen):
     blender_source: BlenderSource | None = None  # None: no Blender
     days: int | None = None  # the rental duration chosen (--days); None: every duration is shown
     prices: tuple[LotPrice, ...] = ()  # lot prices known for the targets (built-in, then --prices)
+    # (package, version) recorded by a first build (render --apt-from RECORD): unpinned apt packages of
+    # the image are installed at exactly these versions.
+    apt_recorded: tuple[tuple[str, str], ...] = ()
 
 
 class CheckResult(Frozen):

@@ -32,6 +32,7 @@ def regenerate_command(
     days: int | None = None,
     prices: Path | None = None,
     bake: bool = False,
+    apt_from: str | None = None,
 ) -> str:
     """The normalised command line recorded in the bundle (stable across machines for relative paths).
 
@@ -44,6 +45,8 @@ def regenerate_command(
         words += ["--days", str(days)]
     if prices is not None:
         words += ["--prices", _display_path(str(prices))]
+    if apt_from is not None:
+        words += ["--apt-from", _display_path(apt_from)]
     if bake:
         words.append("--bake")
     if force:
@@ -63,6 +66,12 @@ def print_findings(result: CheckResult) -> None:
 @click.option("--out", "out", default=None, metavar="DIR", help="Bundle folder [./<profile>-<targets>].")
 @click.option("--force", is_flag=True, help="Write the bundle even when the check finds errors.")
 @click.option("--bake", is_flag=True, help="Also write docker-bake.hcl (for BuildKit: docker buildx bake).")
+@click.option(
+    "--apt-from",
+    metavar="RECORD",
+    default=None,
+    help="Pin apt packages to the versions a first build recorded (build-TAG.record.json).",
+)
 @order_options
 @handle_errors
 def render_command(
@@ -71,6 +80,7 @@ def render_command(
     out: str | None,
     force: bool,
     bake: bool,
+    apt_from: str | None,
     days: int | None,
     prices: Path | None,
 ) -> None:
@@ -82,6 +92,14 @@ def render_command(
 
     profile = load_profile(profile_ref)
     result = with_order(check(profile, targets=list(targets) or None), days=days, price_file=prices)
+    if apt_from is not None:
+        from envbuild.render.apt import apt_versions_from_record
+
+        pins, missing = apt_versions_from_record(apt_from, result.plan)
+        result = result.model_copy(update={"plan": result.plan.model_copy(update={"apt_recorded": pins})})
+        click.echo(f"apt: {len(pins)} package(s) pinned to the versions in {apt_from}")
+        if missing:
+            click.echo(f"envbuild: warning: not in {apt_from}, left unpinned: {', '.join(missing)}", err=True)
     print_findings(result)
     for line in order_summary(result):
         click.echo(f"order: {line}")
@@ -90,7 +108,7 @@ def render_command(
         click.echo(f"envbuild: error: {message}", err=True)
         sys.exit(EXIT_FINDINGS)
     out_text = out if out is not None else str(default_out(result.plan))
-    command = regenerate_command(profile_ref, targets, force, days, prices, bake)
+    command = regenerate_command(profile_ref, targets, force, days, prices, bake, apt_from)
     relock = was_resolved(Path(out_text))
     path = render_bundle(result, Path(out_text), command=command, force=force, bake=bake)
     if not result.ok:

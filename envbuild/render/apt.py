@@ -31,15 +31,48 @@ def python_packages(plan: Plan) -> list[str]:
 
 
 def apt_packages(plan: Plan) -> list[str]:
-    """The plan's apt list plus what the image itself needs, deduplicated by name (plan pins win)."""
+    """The plan's apt list plus what the image itself needs, deduplicated by name (plan pins win).
+
+    A package without a pin gets the version a first build recorded (``render --apt-from``), if any."""
     chosen: dict[str, str] = {}
     for entry in plan.apt:
         if not _APT.match(entry):
             raise BundleError(f"{plan.profile.path}: system.apt: invalid Debian package {entry!r}")
-        chosen.setdefault(_apt_name(entry), entry)
+        name = _apt_name(entry)
+        if "=" not in chosen.get(name, "="):
+            chosen[name] = entry  # the profile's "g++=VERSION" over the plan's own unpinned "g++"
+        chosen.setdefault(name, entry)
     for entry in ["ca-certificates", *python_packages(plan)]:
         chosen.setdefault(entry, entry)
+    recorded = dict(plan.apt_recorded)
+    for name, entry in chosen.items():
+        if "=" not in entry and name in recorded:
+            chosen[name] = f"{name}={recorded[name]}"
     return [chosen[name] for name in sorted(chosen)]
+
+
+def apt_versions_from_record(path: str, plan: Plan) -> tuple[tuple[tuple[str, str], ...], list[str]]:
+    """``((package, version), ...)`` for the image's packages from a build record, and the names of the
+    final image's packages the record lacks (they stay unpinned).  The builder stage's own packages
+    (``python3.X-venv``) are not in the final image, so no record has them: they stay unpinned quietly.
+    A version that is not a Debian version is refused."""
+    from pathlib import Path
+
+    from envbuild.build.record import read_record
+
+    record = read_record(Path(path))
+    found = {a.name: a.version for a in record.files.apt}
+    wanted = [_apt_name(p) for p in apt_packages(plan) if "=" not in p]
+    pins: list[tuple[str, str]] = []
+    for name in wanted:
+        version = found.get(name)
+        if version is None:
+            continue
+        if not _APT.match(f"{name}={version}"):
+            raise BundleError(f"{path}: package {name!r} has a version apt cannot take: {version!r}")
+        pins.append((name, version))
+    final = {_apt_name(p) for p in runtime_packages(apt_packages(plan))}
+    return tuple(pins), [n for n in wanted if n not in found and n in final]
 
 
 def runtime_packages(packages: list[str]) -> list[str]:
