@@ -37,12 +37,12 @@ GPU_TYPES = ("CUDA", "OPTIX", "HIP", "ONEAPI")
 COMPILED_ORDER = ("CUDA", "OPTIX", "HIP", "METAL", "ONEAPI", "HIPRT")
 
 
-def read_args() -> tuple[dict[str, Any], str]:
+def read_args() -> dict[str, Any]:
     if "--" in sys.argv:  # inside the Blender binary: blender ... --python probe_blender.py -- '<json>'
         rest = sys.argv[sys.argv.index("--") + 1 :]
-        return (json.loads(rest[0]) if rest else {}), "binary"
+        return json.loads(rest[0]) if rest else {}
     raw = sys.stdin.read()
-    return (json.loads(raw) if raw.strip() else {}), "module"
+    return json.loads(raw) if raw.strip() else {}
 
 
 def emit(result: dict[str, Any]) -> None:
@@ -82,13 +82,14 @@ def psnr(a: list[float], b: list[float]) -> float | None:
 
 
 def main() -> None:
-    args, mode = read_args()
+    args = read_args()
     started = time.monotonic()
     import bpy
 
     import_s = time.monotonic() - started
     result: dict[str, Any] = {
-        "mode": mode,
+        # the Blender binary knows its own path; the bpy module has none
+        "mode": "binary" if bpy.app.binary_path else "module",
         "executable": sys.executable,
         "binary_path": bpy.app.binary_path,
         "version": ".".join(str(p) for p in bpy.app.version),
