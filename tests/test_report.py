@@ -223,7 +223,12 @@ def test_diff_reports_package_and_driver_changes(tmp_path: Path) -> None:
 
 
 def test_redaction_helpers() -> None:
-    env = {"AWS_SECRET_ACCESS_KEY": "x", "HF_TOKEN": "y", "HOME": "/root", "PIP_INDEX_URL": "postgres://u:p@h/db"}
+    env = {
+        "AWS_SECRET_ACCESS_KEY": "x",
+        "HF_TOKEN": "y",
+        "HOME": "/root",
+        "PIP_INDEX_URL": "postgres://u:p@h/db",
+    }
     assert redact_env(env) == {  # AWS_SECRET_ACCESS_KEY: not on env.txt's allow-list
         "HF_TOKEN": REDACTED,
         "HOME": "/root",
