@@ -29,25 +29,42 @@ def _say(message: str) -> None:
 @click.option(
     "--tools/--no-tools", default=True, show_default=True, help="Also fill BUNDLE/tools (validator)."
 )
+@click.option(
+    "--blender-tarball",
+    default=None,
+    metavar="PATH|URL",
+    help="The official Blender tarball from here instead of download.blender.org (blender.source = "
+    "'official'); checked against Blender's published blender-X.Y.Z.sha256, read beside it or from "
+    "download.blender.org.",
+)
 @index_options
 @handle_errors
 def fetch_command(
     bundle: Path,
     wheelhouse: Path | None,
     tools: bool,
+    blender_tarball: str | None,
     index_urls: tuple[str, ...],
     find_links: tuple[str, ...],
 ) -> None:
-    """Download exactly the files BUNDLE's lock names (locking it first if needed), checking each hash."""
+    """Download exactly the files BUNDLE's lock names (locking it first if needed), checking each hash;
+    with an official Blender, its tarball too."""
     from envbuild.build.fetch import fetch
 
     result = fetch(
-        bundle, wheelhouse, tools=tools, index_urls=index_urls, find_links=links(find_links), say=_say
+        bundle,
+        wheelhouse,
+        tools=tools,
+        index_urls=index_urls,
+        find_links=links(find_links),
+        say=_say,
+        blender_tarball=blender_tarball,
     )
     click.echo(
         ("locked the bundle, then " if result.locked else "")
         + f"fetched {len(result.wheels)} wheel(s) into {result.wheelhouse}"
         + (f" and {len(result.tools)} into {bundle / 'tools'}" if tools else "")
+        + (f", Blender's {result.blender.tarball} (sha256 checked)" if result.blender else "")
         + f" in {result.seconds:.1f} s"
     )
 

@@ -1,0 +1,145 @@
+"""``envbuild fetch`` and the official Blender tarball (``blender.source = "official"``).
+
+download.blender.org is not reachable from here, so every tarball below is a small stand-in written by
+hand (a ``blender`` shell script in a .tar.xz named like the release), with a checksum list in the
+format of Blender's published ``blender-X.Y.Z.sha256`` (``<sha256>  <file name>`` per platform), served
+from a folder (``--blender-tarball PATH``) or from a loopback HTTP server (``--blender-tarball URL``).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+import subprocess
+import tarfile
+import threading
+from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import dockerfile
+import pytest
+
+from envbuild.build.fetch import fetch_blender
+from envbuild.errors import BuildError, UsageError
+from envbuild.models import Lock
+from envbuild.plan import check
+from envbuild.profile import load_profile
+from envbuild.render import make_lock, render_dockerfile
+
+TARBALL = "blender-4.5.3-linux-x64.tar.xz"
+SUMS = "blender-4.5.3.sha256"
+
+
+@pytest.fixture
+def lock() -> Lock:
+    """The built-in ``blender`` profile's lock (official 4.5.3)."""
+    made = make_lock(check(load_profile("blender")).plan)
+    assert made.blender_source == "official" and made.blender_version == "4.5.3"
+    return made
+
+
+def release(folder: Path, *, listed: bytes | None = None) -> str:
+    """A stand-in tarball and its checksum list in ``folder``; returns the tarball's sha256.
+
+    ``listed``: other bytes whose digest the list gives instead (a tampered or wrong download)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    payload = folder / "blender-4.5.3-linux-x64"
+    payload.mkdir()
+    (payload / "blender").write_text("#!/bin/sh\necho 'Blender 4.5.3 (stand-in)'\n")
+    with tarfile.open(folder / TARBALL, "w:xz") as tar:
+        tar.add(payload, arcname=payload.name)
+    (payload / "blender").unlink()
+    payload.rmdir()
+    digest = hashlib.sha256((folder / TARBALL).read_bytes()).hexdigest()
+    shown = hashlib.sha256(listed).hexdigest() if listed is not None else digest
+    (folder / SUMS).write_text(f"{'e' * 64}  blender-4.5.3-windows-x64.zip\n{shown}  {TARBALL}\n")
+    return digest
+
+
+@pytest.fixture
+def http_folder(tmp_path: Path) -> Iterator[tuple[Path, str]]:
+    root = tmp_path / "served"
+    root.mkdir()
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(root))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield root, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_local_tarball_with_its_checksum_list_beside_it(lock: Lock, tmp_path: Path) -> None:
+    digest = release(tmp_path / "download")
+    dest = tmp_path / "wheelhouse"
+    dest.mkdir()
+    got = fetch_blender(lock, dest, str(tmp_path / "download" / TARBALL))
+    assert got is not None and got.downloaded and got.sha256 == digest
+    assert hashlib.sha256((dest / TARBALL).read_bytes()).hexdigest() == digest
+    assert (dest / SUMS).read_text() == (tmp_path / "download" / SUMS).read_text()
+    again = fetch_blender(lock, dest, str(tmp_path / "download" / TARBALL))
+    assert again is not None and not again.downloaded  # kept: already there with the published sha256
+
+
+def test_tarball_url_with_the_list_beside_it(
+    lock: Lock, tmp_path: Path, http_folder: tuple[Path, str]
+) -> None:
+    root, base = http_folder
+    digest = release(root / "mirror")
+    dest = tmp_path / "wheelhouse"
+    dest.mkdir()
+    got = fetch_blender(lock, dest, f"{base}/mirror/{TARBALL}")
+    assert got is not None and got.sha256 == digest and got.checksums_source == f"{base}/mirror/{SUMS}"
+    assert (dest / TARBALL).is_file()
+
+
+def test_a_tarball_that_does_not_match_its_published_line_is_not_kept(lock: Lock, tmp_path: Path) -> None:
+    release(tmp_path / "download", listed=b"the real release")
+    dest = tmp_path / "wheelhouse"
+    dest.mkdir()
+    with pytest.raises(
+        BuildError, match=r"has sha256 [0-9a-f]{64}, but Blender's published blender-4\.5\.3\.sha256"
+    ):
+        fetch_blender(lock, dest, str(tmp_path / "download" / TARBALL))
+    assert not (dest / TARBALL).exists()
+
+
+def test_a_list_without_the_tarball(lock: Lock, tmp_path: Path) -> None:
+    release(tmp_path / "download")
+    sums = tmp_path / "download" / SUMS
+    sums.write_text(sums.read_text().replace(TARBALL, "blender-4.5.2-linux-x64.tar.xz"))
+    with pytest.raises(BuildError, match=f"has no line for {re.escape(TARBALL)}"):
+        fetch_blender(lock, tmp_path, str(tmp_path / "download" / TARBALL))
+
+
+def test_missing_path_and_a_pypi_lock_are_usage_errors(lock: Lock, tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"--blender-tarball .*: no such file"):
+        fetch_blender(lock, tmp_path, str(tmp_path / "nowhere.tar.xz"))
+    pypi = make_lock(check(load_profile("blender-cpu")).plan)
+    with pytest.raises(UsageError, match=r'--blender-tarball: .*blender.source = "pypi"'):
+        fetch_blender(pypi, tmp_path, str(tmp_path / "x.tar.xz"))
+    assert fetch_blender(pypi, tmp_path) is None  # bpy is a locked wheel: nothing else to fetch
+
+
+def test_the_dockerfile_uses_the_fetched_tarball_without_downloading(lock: Lock, tmp_path: Path) -> None:
+    """The rendered blender stage, run with bash as written, on a wheelhouse filled by fetch_blender:
+    ``curl`` is replaced by ``false`` (any download would fail the step) and /opt/blender by a folder."""
+    release(tmp_path / "download")
+    house = tmp_path / "wheelhouse"
+    house.mkdir()
+    fetch_blender(lock, house, str(tmp_path / "download" / TARBALL))
+    text = render_dockerfile(check(load_profile("blender")).plan)
+    commands = dockerfile.parse_string(text)
+    copy = next(c for c in commands if c.cmd == "COPY" and c.value[-1] == "/tmp/blender/")
+    assert copy.value[0] == "wheelhouse/"
+    script = next(c.value[0] for c in commands if c.cmd == "RUN" and "sha256sum -c" in c.value[0])
+    opt = tmp_path / "opt-blender"
+    script = script.replace("curl ", "false ").replace("/opt/blender", str(opt))
+    proc = subprocess.run(["bash", "-o", "pipefail", "-c", script], cwd=house, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert (opt / "blender").read_text().startswith("#!/bin/sh")
+    assert not (house / TARBALL).exists()  # removed after extraction
