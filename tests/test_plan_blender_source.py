@@ -99,3 +99,19 @@ def test_bad_source_names_file_key_and_choices(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "blender.source" in proc.stderr
+
+
+def test_pypi_on_cuda_keeps_the_graphics_capability_for_optix(tmp_path: Path) -> None:
+    from envbuild.render import render_dockerfile
+
+    path = tmp_path / "gpu.toml"
+    path.write_text(
+        'name = "gpu"\nkind = "blender"\n[accelerator]\nbackend = "cuda"\ntargets = ["rtx4090"]\n'
+        '[python]\nversion = "3.11"\n[blender]\nversion = "4.5.15"\nsource = "pypi"\ndevices = ["OPTIX"]\n',
+        encoding="utf-8",
+    )
+    result = check(load_profile(path))
+    assert result.ok, result.findings
+    text = render_dockerfile(result.plan)
+    assert "NVIDIA_DRIVER_CAPABILITIES=compute,utility,graphics" in text
+    assert "AS blender" not in text and "/opt/blender" not in text  # bpy: no tarball stage

@@ -69,7 +69,8 @@ class DockerfileView:
     apt_pinned: bool  # every apt package carries =version (then DL3008 needs no ignore)
     env: tuple[EnvVar, ...]
     labels: tuple[EnvVar, ...]
-    blender: Blender | None
+    blender: Blender | None  # the official tarball's stage (blender.source = "official")
+    cycles: bool  # Blender renders in the image (either source): OptiX needs the driver's graphics libraries
     extra_groups: str  # "video" for ROCm (device access), "" otherwise
     constraints: bool  # the bundle carries constraints/ (copied into the builder stage)
     venv: str = VENV_PATH_IN_IMAGE
@@ -151,6 +152,7 @@ def dockerfile_view(plan: Plan, command: str) -> DockerfileView:
         env=tuple(env),
         labels=labels,
         blender=_blender(plan),
+        cycles=plan.blender_version is not None,
         extra_groups="video" if plan.backend == "rocm" else "",
         constraints=any(constraint_value(line) is not None for line in plan.requirements),
     )

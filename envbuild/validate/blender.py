@@ -89,8 +89,9 @@ def binary_command(binary: str, args: dict[str, Any]) -> list[str]:
 
 def run_blender_probe(lock: Lock, python: str, args: dict[str, Any], timeout_s: float) -> ProbeResult:
     """Run the probe the way the lock installs Blender; never raises for a misbehaving probe."""
-    if lock.blender_source != "official":  # "pypi" (or an older lock without the field: bpy if any)
+    if lock.blender_source == "pypi":
         return run_probe(python, "blender", args, timeout_s)
+    # "official", or a lock written before blender.source existed (the tarball was the only source)
     binary = blender_binary()
     if binary is None:
         return ProbeResult(
