@@ -285,3 +285,17 @@ def test_report_takes_only_blender_pngs(tmp_path: Path) -> None:
     write_report(run_dir, report, {}, {}, {"blender-cpu.png": PNG, "../evil.png": b"x", "notes.txt": b"x"})
     assert sorted(p.name for p in run_dir.iterdir() if p.suffix == ".png") == ["blender-cpu.png"]
     assert verify_report(run_dir) == []
+
+
+def test_blender_seeing_fewer_cards_than_nvidia_smi_is_noted() -> None:
+    data = with_cuda_device(
+        recorded(CUDA={"status": "rendered", "render_s": 0.02, "png": "/t/blender-cuda.png", "psnr_db": 44.0})
+    )
+    res = blender.decide_blender(
+        blender_lock(("CUDA",)), data, nvidia_tools("NVIDIA H100 80GB HBM3", "Tesla K80")
+    )
+    assert res.status == "passed"
+    assert res.facts["vendor_tools_gpus"] == {"nvidia": 2, "amd": 0}
+    assert res.facts["fewer_than_vendor_tools"] == [
+        "Blender sees 1 CUDA device(s), the vendor tools 2 GPU(s)"
+    ]

@@ -283,6 +283,17 @@ def decide_blender(lock: Lock, data: dict[str, Any], tools: GpuToolFacts | None 
     }
     if data.get("device_errors"):
         facts["device_errors"] = data["device_errors"]
+    if tools is not None:  # what the vendor tools see beside Blender's own lists
+        vendor = {"nvidia": len(_nvidia_gpus(tools)), "amd": len(_amd_gpus(tools))}
+        facts["vendor_tools_gpus"] = vendor
+        notes = [
+            f"Blender sees {len(devices.get(kind) or [])} {kind} device(s), the vendor tools "
+            f"{vendor[who]} GPU(s)"
+            for kind, who in (("CUDA", "nvidia"), ("OPTIX", "nvidia"), ("HIP", "amd"))
+            if kind in declared and 0 < len(devices.get(kind) or []) < vendor[who]
+        ]
+        if notes:
+            facts["fewer_than_vendor_tools"] = notes  # a card Blender skips (too old, or hidden): noted
     if problems:
         error, hint = problems[0]
         if len(problems) > 1:
