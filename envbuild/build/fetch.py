@@ -16,6 +16,7 @@ folder or URL folder), else from download.blender.org.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -185,8 +186,16 @@ def write_sha256sums(folder: Path, known: Mapping[str, str] | None = None) -> tu
     names = sorted(p.name for p in folder.glob("*.whl") if p.is_file())
     lines = [f"{known.get(name) or sha256_file(folder / name)}  {name}\n" for name in names]
     tmp = folder / "SHA256SUMS.part"
-    tmp.write_text("".join(lines), encoding="utf-8")
-    tmp.replace(folder / "SHA256SUMS")
+    try:
+        tmp.write_text("".join(lines), encoding="utf-8")
+        tmp.replace(folder / "SHA256SUMS")
+    except OSError as exc:  # a full disk: no .part left behind, the previous SHA256SUMS kept
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise BuildError(
+            f"fetch: cannot write {folder / 'SHA256SUMS'}: {exc.strerror or exc}; the files themselves "
+            "are complete and checked. Free space and run `envbuild fetch` again"
+        ) from None
     return tuple(names)
 
 

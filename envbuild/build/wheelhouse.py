@@ -8,7 +8,10 @@ bytes differ from the lock (same name, other content) stops the build with both 
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import zipfile
+import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -20,6 +23,8 @@ from envbuild.models import Lock, LockedDistribution, LockedFile
 from envbuild.net import download, redact_url
 
 WORKERS = 4
+# A write into the wheelhouse failed for want of room (or a file-size limit), not for the network.
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 def _safe_name(name: str) -> str:
@@ -37,6 +42,12 @@ def _fetch_one(dist: LockedDistribution, file: LockedFile, dest: Path) -> bool:
     try:
         download(file.url, target, update=digest.update)
     except OSError as exc:
+        if exc.errno in DISK_ERRNOS:  # download() removed its .part file; the wheelhouse is as it was
+            raise BuildError(
+                f"fetch: cannot write {target}: {exc.strerror}; nothing half-written was kept (files "
+                "already fetched are complete and checked). Free space (or fetch into another "
+                "--wheelhouse) and run `envbuild fetch` again"
+            ) from None
         raise BuildError(
             f"fetch: cannot download {dist.spec} from {redact_url(file.url)}: {exc}; the lock's index or "
             "--find-links folder must be reachable from this host (or lock again with --index-url / "
@@ -89,17 +100,18 @@ def verify_wheelhouse(lock: Lock, house: Path) -> int:
             if file.filename not in present:
                 missing.append(f"{dist.spec} ({file.filename})")
                 continue
-            got = sha256_file(house / file.filename)
+            path = house / file.filename
+            got = sha256_file(path)
             checked += 1
             if got != file.sha256:
                 problems.append(
-                    f"{dist.spec}: {house / file.filename} has sha256 {got}, the lock says {file.sha256}"
+                    f"{dist.spec}: {path} has sha256 {got}, the lock says {file.sha256}{_damage(path, file)}"
                 )
     if problems:
         raise BuildError(
             "the wheelhouse does not match the lock (a file with the same name but other bytes):\n"
             + "\n".join(f"  - {p}" for p in problems)
-            + "\nRun `envbuild fetch BUNDLE` again, which replaces files whose hash differs; nothing was "
+            + f"\nRun `{_fetch_hint(house)}` again, which replaces files whose hash differs; nothing was "
             "built"
         )
     if missing:
@@ -107,6 +119,29 @@ def verify_wheelhouse(lock: Lock, house: Path) -> int:
             f"{house}: holds wheels but not every locked file; missing {len(missing)}: "
             f"{', '.join(missing[:8])}"
             + (" ..." if len(missing) > 8 else "")
-            + "; run `envbuild fetch BUNDLE`"
+            + f"; run `{_fetch_hint(house)}`"
         )
     return checked
+
+
+def _fetch_hint(house: Path) -> str:
+    """The fetch command that refills ``house`` (a bundle's own wheelhouse, or a --wheelhouse)."""
+    if house.name == "wheelhouse":
+        return f"envbuild fetch {house.parent}"
+    return f"envbuild fetch BUNDLE --wheelhouse {house}"
+
+
+def _damage(path: Path, file: LockedFile) -> str:
+    """Why a file's hash differs, when its bytes say: cut short (a download or copy that stopped), or no
+    longer a readable wheel (a damaged zip).  Empty when it is a whole, other wheel (tampered)."""
+    size = path.stat().st_size
+    if file.size is not None and size < file.size:
+        return f" (truncated: {size} of {file.size} bytes)"
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError, NotImplementedError):
+        return f" (not a readable zip: {size} bytes, damaged or truncated)"
+    if bad is not None:
+        return f" (damaged: the zip member {bad} fails its CRC check)"
+    return ""
