@@ -7,15 +7,22 @@ Re-rendering into a previous bundle replaces what render owns (the files it writ
 copied) into the new tree before the swap, and moved back when the swap fails.  A kept entry that the
 new render cannot hold (a folder where render writes a file, a file or link where it needs a folder) is
 refused, naming every such path, unless ``force`` is set, which replaces it.
+
+Two renders into the same folder at once: each takes an exclusive lock on ``.<name>.render-lock`` beside
+``out`` (``flock``, released when the process ends, however it ends) before it looks at ``out``; the one
+that finds it taken fails at once, changing nothing.  A write that fails (a full disk: ENOSPC, EFBIG)
+names the file and leaves ``out`` as it was, with no temporary folder behind.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -150,18 +157,74 @@ def write_tree(
     prepare_out(out)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        message = f"{out}: cannot create the bundle folder: {exc.strerror}; choose another --out"
+        raise BundleError(message) from exc
+    with render_lock(out):
+        prepare_out(out)  # again, under the lock: another render may have written it since
+        return _write_tree(files, out, executable, force)
+
+
+def lock_path_for(out: Path) -> Path:
+    return out.parent / f".{out.name}.render-lock"
+
+
+@contextlib.contextmanager
+def render_lock(out: Path) -> Iterator[None]:
+    """Hold the exclusive render lock of ``out``, or raise :class:`BundleError` when another holds it.
+
+    The lock is an ``flock`` on ``.<name>.render-lock`` beside ``out``; it ends with the process that
+    holds it, even one killed.  The holder removes the file before it lets go, so none is left behind; a
+    render that locked a file already removed (its inode no longer at the path) locks the new one."""
+    path = lock_path_for(out)
+    for _ in range(100):
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            message = f"{path}: cannot create the render lock: {exc.strerror}; choose another --out"
+            raise BundleError(message) from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise BundleError(
+                f"{out}: another envbuild render is writing this bundle now (it holds {path}); nothing "
+                "was changed. Let it finish, or render into another --out"
+            ) from None
+        try:
+            current = os.stat(path)
+        except FileNotFoundError:
+            current = None
+        if current is not None and current.st_ino == os.fstat(fd).st_ino:
+            break
+        os.close(fd)  # the previous holder removed it after this render opened it: lock the new one
+    else:  # pragma: no cover - a hundred holders in a row
+        raise BundleError(f"{out}: could not take the render lock {path}; try again")
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        os.close(fd)
+
+
+def _write_tree(files: dict[str, bytes], out: Path, executable: frozenset[str], force: bool) -> Path:
+    try:
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     except OSError as exc:
         message = f"{out}: cannot create the bundle folder: {exc.strerror}; choose another --out"
         raise BundleError(message) from exc
     old: Path | None = None
     moved: list[tuple[Path, Path]] = []  # (in the previous bundle, in the new tree), done so far
+    writing = out  # the path (as it would be in ``out``) being written when a write fails
     try:
         for rel, data in sorted(files.items()):
             path = tmp / rel
+            writing = out / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
             path.chmod(0o755 if rel in executable else 0o644)
+        writing = out
         for folder in sorted({tmp, *(p for p in tmp.rglob("*") if p.is_dir())}):
             folder.chmod(0o755)
         if out.exists():
@@ -187,7 +250,11 @@ def write_tree(
             message = f"{out}: cannot write the bundle, and some kept files are still in {tmp}"
             raise BundleError(message) from exc
         if isinstance(exc, OSError):
-            raise BundleError(f"{out}: cannot write the bundle: {exc.strerror}; nothing was changed") from exc
+            where = f" (writing {writing})" if writing != out else ""
+            raise BundleError(
+                f"{out}: cannot write the bundle: {exc.strerror}{where}; nothing was changed"
+                + (" (the previous bundle is as it was)" if out.exists() else "")
+            ) from exc
         raise
     finally:
         if old is not None and out.exists():  # the replaced files; never the only copy of a bundle
