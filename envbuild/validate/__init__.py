@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -43,7 +44,8 @@ from envbuild.validate.host import host_facts
 from envbuild.validate.interp import DEFAULT_LOCK, choose_python, default_workdir, find_lock
 from envbuild.validate.model import FirstFailure, LockRef, Report, StageResult
 from envbuild.validate.probe import kill_current
-from envbuild.validate.report import new_run_dir, write_report
+from envbuild.validate.report import discard_run_dir, new_run_dir, write_report
+from envbuild.validate.runfolder import StaleRun, clear_env, finish_run, settle_stale_runs, start_run
 from envbuild.validate.stages import STAGE_NAMES, Context, Interrupted, run_stages, select_stages
 from envbuild.validate.verify import diff_reports, load_report, verify_report
 from envbuild.validate.worker import kill_workers
@@ -100,6 +102,7 @@ def run_validation(
     workdir: Path | None = None,
     timeouts: Mapping[str, float] | None = None,
     on_result: Callable[[StageResult], None] | None = None,
+    on_stale: Callable[[StaleRun], None] | None = None,
 ) -> tuple[Report, Path]:
     """Validate this machine against ``lock``; write a new report folder under ``out``.
 
@@ -107,6 +110,10 @@ def run_validation(
     :func:`envbuild.validate.interp.find_lock`).  Returns the report and its folder.  Raises
     :class:`~envbuild.errors.LockError` / :class:`~envbuild.errors.UsageError` for bad input (before
     anything is written).
+
+    A previous run under ``out`` that was killed before its report (SIGKILL, a crash) is found first:
+    what is left of its processes is killed, its folder marked ``INCOMPLETE.json``, and ``on_stale`` (by
+    default a warning on stderr) is told (:mod:`envbuild.validate.runfolder`).
     """
     bundle: Path | None = None
     if isinstance(lock, Lock):
@@ -128,7 +135,17 @@ def run_validation(
         workdir = default_workdir(lock_obj, bundle)
     elif not workdir.is_dir():
         raise UsageError(f"--workdir {workdir}: not a directory")
+    for stale in settle_stale_runs(out):
+        (on_stale or _warn)(stale)
     run_dir = new_run_dir(out)
+    try:
+        start_run(run_dir)
+    except OSError as exc:
+        discard_run_dir(run_dir)
+        raise ReportError(
+            f"{exc.filename or run_dir}: cannot write the run's marker: {exc.strerror or exc}; nothing "
+            "was run. Free space (or choose another --out) and run again"
+        ) from None
     ctx = Context(
         lock=lock_obj,
         python=interpreter,
@@ -138,19 +155,32 @@ def run_validation(
     )
     started = datetime.now(timezone.utc)
     t0 = time.monotonic()
-    with _signals_raise():
-        outcome = run_stages(ctx, selected, keep_going, on_result)
-        # A second signal while the report is written must not leave it half-written.
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    try:
+        with _signals_raise():
+            outcome = run_stages(ctx, selected, keep_going, on_result)
+            # A second signal while the report is written must not leave it half-written.
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    finally:
+        clear_env(run_dir)  # env.txt describes the machine, not this run's mark
     try:
         report = _build_report(run_dir, lock_path, raw_lock, lock_obj, interpreter, ctx, outcome, started, t0)
         try:
             write_report(run_dir, report, ctx.raw, os.environ, ctx.files)
-        except OSError as exc:
-            raise ReportError(f"{run_dir}: cannot write the report: {exc.strerror or exc}") from None
+        except OSError as exc:  # a full disk: no half-written report is left to be taken for one
+            discard_run_dir(run_dir)
+            raise ReportError(
+                f"{exc.filename or run_dir}: cannot write the report: {exc.strerror or exc}; the run folder "
+                f"{run_dir} was removed, nothing half-written is kept. Free space (or choose another "
+                "--out) and run again"
+            ) from None
+        finish_run(run_dir)
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
     return report, run_dir
+
+
+def _warn(stale: StaleRun) -> None:
+    print(f"envbuild: warning: {stale.message}", file=sys.stderr)
 
 
 def _read_bytes(path: Path) -> bytes:

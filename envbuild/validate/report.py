@@ -8,9 +8,11 @@ reused).  Every file is written atomically (temporary file + rename) and scrubbe
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
+import shutil
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from datetime import datetime, timezone
@@ -51,25 +53,32 @@ def new_run_dir(out: Path) -> Path:
     raise UsageError(f"--out {out}: could not create a fresh run folder")  # pragma: no cover
 
 
-def atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
 IMAGE_NAME = re.compile(r"blender-[a-z]+\.png")
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``path`` whole or not at all.  On failure (a full disk) the temporary file is removed and
+    the :class:`OSError` raised names ``path``."""
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
+
+
+def discard_run_dir(run_dir: Path) -> None:
+    """Remove a run folder whose report could not be written whole (this run's files only)."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def atomic_write(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def env_text(env: Mapping[str, str]) -> str:
