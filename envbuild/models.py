@@ -90,6 +90,8 @@ class SystemSpec(Frozen):
 class ResourcesSpec(Frozen):
     gpu_memory_gib: float | None = None  # peak need per card
     gpus: int = 1  # cards the job uses at once
+    memory_gib: float | None = None  # host memory the job needs inside its container
+    cpus: float | None = None  # CPU cores the job needs inside its container
 
 
 class CheckSpec(Frozen):
@@ -377,6 +379,8 @@ class Lock(Frozen):
     targets: tuple[LockTarget, ...]
     gpus: int
     gpu_memory_gib: float | None
+    memory_gib: float | None = None  # resources.memory_gib: host memory the container must allow
+    cpus: float | None = None  # resources.cpus: CPU cores the container must allow
     packages: tuple[LockPackage, ...]  # exact pins first (torch family), then the user's
     apt: tuple[str, ...]
     env: dict[str, str]  # secret-looking values are never stored

@@ -69,7 +69,10 @@ def test_device_options_per_backend() -> None:
     two = device_options(LOCK.model_copy(update={"backend": "cuda"}), 2)
     assert two["device_requests"][0]["Count"] == 2
     rocm = device_options(LOCK.model_copy(update={"backend": "rocm"}), None)
-    assert rocm == {"devices": ["/dev/kfd:/dev/kfd:rwm", "/dev/dri:/dev/dri:rwm"], "group_add": ["video"]}
+    # the host's group ids of the nodes (validate --image reads them), never the name "video"
+    assert rocm == {"devices": ["/dev/kfd:/dev/kfd:rwm", "/dev/dri:/dev/dri:rwm"]}
+    with_ids = device_options(LOCK.model_copy(update={"backend": "rocm"}), None, ("110", "44"))
+    assert with_ids["group_add"] == ["110", "44"]
     assert device_options(LOCK, 1)["device_requests"][0]["Count"] == 1  # explicit --gpus on a cpu lock
     assert device_options(LOCK.model_copy(update={"backend": "cuda"}), 0) == {}  # --gpus none
     assert device_options(LOCK.model_copy(update={"backend": "rocm"}), 0) == {}

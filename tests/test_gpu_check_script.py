@@ -56,7 +56,11 @@ def test_dry_run_fails_accelerator_with_hint_and_writes_a_verified_report(tmp_pa
     assert acc["status"] == "failed"
     assert acc["error"] == "cuda lock but the vendor tools see no GPU"
     assert "no /dev/nvidia* device nodes" in acc["hint"]
-    assert report["first_failure"]["stage"] == "accelerator"
+    # the container stage comes first and names the missing nodes with the flag that exposes them
+    container = stages["container"]
+    assert container["status"] == "failed" and "/dev/nvidiactl is missing" in container["error"]
+    assert "--gpus all" in container["hint"]
+    assert report["first_failure"]["stage"] == "container"
     assert report["ok"] is False
     # Only the interpreter path in the lock is rewritten to this host's interpreter.
     lock = json.loads((out / "envbuild.lock.json").read_text(encoding="utf-8"))

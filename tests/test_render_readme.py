@@ -33,10 +33,12 @@ def test_order_table_for_a_two_card_lot() -> None:
 
 def test_run_flags_per_vendor() -> None:
     nvidia = render_readme(result(cuda_plan()), COMMAND)
-    assert "docker run --rm -it --gpus all" in nvidia and "/dev/kfd" not in nvidia
+    assert "docker run --rm -it \\\n  --gpus all \\\n  --ipc=host" in nvidia and "/dev/kfd" not in nvidia
     assert "envbuild validate --image envbuild/train:" in nvidia
     amd = render_readme(result(rocm_plan()), COMMAND)
-    assert "--device=/dev/kfd --device=/dev/dri --group-add video" in amd and "--gpus" not in amd
+    # the host's group ids of the nodes, read on the host that runs the command (never "video")
+    assert '--device /dev/kfd \\\n  --device /dev/dri \\\n  --group-add "$(stat -c %g /dev/kfd)"' in amd
+    assert "--group-add video" not in amd and "--gpus" not in amd
     assert "- ROCm 6.3, torch 2.7.1+rocm6.3" in amd
     cpu = render_readme(result(cpu_plan()), COMMAND)
     assert "No GPU: this environment runs on the CPU" in cpu

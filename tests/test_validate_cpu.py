@@ -61,6 +61,7 @@ def test_every_applicable_stage_passes(cpu_run: dict[str, Any]) -> None:
     assert statuses == {
         "interpreter": "passed",
         "os": "passed",
+        "container": "passed",
         "packages": "passed",
         "accelerator": "passed",
         "devices": "skipped",
@@ -147,7 +148,7 @@ def test_drift_names_exactly_the_difference(tmp_path: Path) -> None:
     assert pk.status == "failed"
     assert pk.facts["differences"] == ["torch: declared 2.12.0+cpu, installed 2.13.0+cpu"]
     assert pk.error == "1 package problem: torch: declared 2.12.0+cpu, installed 2.13.0+cpu"
-    after = [s for s in report.stages if s.stage not in ("interpreter", "os", "packages")]
+    after = [s for s in report.stages if s.stage not in ("interpreter", "os", "container", "packages")]
     assert {s.status for s in after} == {"aborted"}
     assert report.stage("accelerator").error == "prerequisite 'packages' failed"
     assert report.stage("checks").error == "prerequisite 'packages' failed"

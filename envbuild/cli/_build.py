@@ -193,7 +193,9 @@ def build_command(
         write_record(api, bundle, built.tag, base_image, record_path)
 
 
-def validate_image_command(image: str, gpus: str | None, opts: ValidateOptions) -> int:
+def validate_image_command(
+    image: str, gpus: str | None, opts: ValidateOptions, docker_args: tuple[str, ...] = ()
+) -> int:
     """``envbuild validate --image TAG``: the validator inside a container, its report copied to ``opts.out``.
 
     Returns the in-container validator's exit code.
@@ -212,7 +214,7 @@ def validate_image_command(image: str, gpus: str | None, opts: ValidateOptions) 
         args += ["--workdir", str(opts.workdir)]
     for item in opts.timeouts:
         args += ["--timeout", item]
-    result = validate_image(image, out=opts.out, gpus=gpus, validator_args=args)
+    result = validate_image(image, out=opts.out, gpus=gpus, validator_args=args, docker_args=docker_args)
     if opts.as_json and result.run_dirs:
         click.echo((result.run_dirs[-1] / "report.json").read_text(encoding="utf-8"), nl=False)
     for run_dir in result.run_dirs:

@@ -146,10 +146,20 @@ def validate_command(opts: ValidateOptions) -> int:
 @click.option(
     "--gpus", default=None, metavar="all|N|none", help="with --image: GPUs to expose (default all for CUDA)"
 )
+@click.option(
+    "--docker-arg",
+    "docker_args",
+    multiple=True,
+    metavar="ARG",
+    help="with --image: an extra `docker run` flag on top of the recommended ones, e.g. "
+    "--docker-arg=--shm-size=2g (repeatable; --user, --entrypoint, --privileged and the flags envbuild "
+    "sets itself are refused)",
+)
 @handle_errors
 def validate_cmd(
     image: str | None,
     gpus: str | None,
+    docker_args: tuple[str, ...],
     lock: Path | None,
     python: str | None,
     out: Path,
@@ -161,12 +171,14 @@ def validate_cmd(
 ) -> None:
     """Check this machine against the lock, stage by stage, and write a verifiable report."""
     opts = ValidateOptions(lock, python, out, stages, keep_going, as_json, workdir, timeouts)
-    if image is not None or gpus is not None:  # envbuild validate --image TAG: see envbuild/build/run.py
+    if image is not None or gpus is not None or docker_args:  # --image TAG: see envbuild/build/run.py
         from envbuild.cli._build import validate_image_command
 
         if image is None:
-            raise UsageError("--gpus needs --image")
-        sys.exit(validate_image_command(image, gpus, opts))
+            raise UsageError(
+                ("--docker-arg" if docker_args and gpus is None else "--gpus") + " needs --image"
+            )
+        sys.exit(validate_image_command(image, gpus, opts, docker_args))
     sys.exit(validate_command(opts))
 
 

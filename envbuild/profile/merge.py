@@ -57,6 +57,8 @@ DEFAULT_LEAVES = (
     "system.apt",
     "resources.gpu_memory_gib",
     "resources.gpus",
+    "resources.memory_gib",
+    "resources.cpus",
     "validate.extensions",
     "validate.compile_extensions",
     "validate.checkpoint_dir",

@@ -123,6 +123,8 @@ TABLES: dict[str, dict[str, Spec]] = {
     "resources": {
         "gpu_memory_gib": Spec("number", _range(0, 16384, strict_low=True)),
         "gpus": Spec("int", _range(1, 64)),
+        "memory_gib": Spec("number", _range(0, 65536, strict_low=True)),
+        "cpus": Spec("number", _range(0, 4096, strict_low=True)),
     },
     "validate": {
         "extensions": Spec("list", f.check_module),

@@ -149,6 +149,8 @@ def make_lock(plan: Plan) -> Lock:
         ),
         gpus=profile.resources.gpus,
         gpu_memory_gib=profile.resources.gpu_memory_gib,
+        memory_gib=profile.resources.memory_gib,
+        cpus=profile.resources.cpus,
         packages=lock_packages(plan),
         apt=tuple(runtime_packages(apt_packages(plan))),
         env=checked_env(plan),

@@ -32,6 +32,12 @@ class FindingSource:
 
 
 @dataclass(frozen=True)
+class RunReason:
+    flag: str
+    why: str
+
+
+@dataclass(frozen=True)
 class SourceRow:
     setting: str
     source: str
@@ -75,6 +81,9 @@ def render_readme(result: CheckResult, command: str) -> str:
         SourceRow(md_code(k, "source"), md_code(v, "source")) for k, v in sorted(profile.sources.items())
     )
     vendors = {r.vendor for r in gpu_rows}
+    from envbuild.build.run import run_command, run_options  # the one rule: README = validate --image
+
+    options = run_options(plan.backend, memory_gib=profile.resources.memory_gib)
     return render_template(
         "README.md.j2",
         version=__version__,
@@ -106,6 +115,8 @@ def render_readme(result: CheckResult, command: str) -> str:
         blender_devices=", ".join(profile.blender.devices),
         blender_device=profile.blender.devices[0] if profile.blender.devices else "CPU",
         tag=suggested_tag(result),
+        run_command=run_command(options=options, tag=suggested_tag(result), sep=" \\\n  "),
+        run_reasons=tuple(RunReason(flag, why) for flag, why in options.reasons()),
         nvidia="nvidia" in vendors,
         amd="amd" in vendors,
         findings=findings,

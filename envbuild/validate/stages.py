@@ -31,7 +31,7 @@ from typing import Any
 
 from envbuild.errors import UsageError, choices
 from envbuild.models import CheckSpec, Lock
-from envbuild.validate import blender, checks, decide, decide_work, gpu, interp
+from envbuild.validate import blender, checks, container, decide, decide_work, gpu, interp
 from envbuild.validate.host import GpuToolFacts, collect_gpu_tools, mem_available_bytes
 from envbuild.validate.model import StageResult
 from envbuild.validate.probe import ProbeResult, run_probe
@@ -59,6 +59,13 @@ _TORCH_WORK = ("python", "torch", "devices")
 STAGES: tuple[StageSpec, ...] = (
     StageSpec("interpreter", (), 60, "the interpreter and venv actually used", ()),
     StageSpec("os", (), 60, "distribution, version, glibc"),
+    StageSpec(
+        "container",
+        (),
+        30,
+        "/dev/shm, device nodes the user can open, ulimits, cgroup memory and CPU limits",
+        (),
+    ),
     StageSpec("packages", ("interpreter",), 120, "installed distributions vs the lock, broken requirements"),
     StageSpec("accelerator", ("packages",), 180, "torch build variant, GPU visibility, driver"),
     StageSpec(
@@ -203,6 +210,11 @@ def _os(ctx: Context) -> StageResult:
     return decide.decide_os(ctx.lock, data)
 
 
+def _container(ctx: Context) -> StageResult:
+    # read by the validator's own process: same user, limits and devices as the job in this container
+    return container.decide_container(ctx.lock, container.collect(ctx.lock))
+
+
 def _packages(ctx: Context) -> StageResult:
     data = probe(ctx, "packages", "packages", {})
     names, installed = data.get("names", {}), data.get("installed", {})
@@ -337,6 +349,7 @@ def _checks(ctx: Context) -> StageResult:
 RUNNERS: dict[str, Callable[[Context], StageResult]] = {
     "interpreter": _interpreter,
     "os": _os,
+    "container": _container,
     "packages": _packages,
     "accelerator": _accelerator,
     "blender": _blender,

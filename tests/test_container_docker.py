@@ -1,0 +1,210 @@
+"""The ``container`` stage and the recommended run options, against real containers.
+
+One small image is built per module from a real bundle (the ``ubuntu`` preparation re-declared for
+the local Debian 12 base, with ``resources.memory_gib = 1`` and ``resources.cpus = 1``; its apt layers
+are shared with ``test_e2e``'s ubuntu build through the engine's cache).  Every validation runs
+``envbuild validate --image TAG --stages container`` (the validator as the image's user, uid 10001),
+so each takes seconds.  The engine here is cgroup v1; the v2 parsing is covered by hand-written trees
+in ``test_container_rules.py`` and, on a cgroup v2 engine (CI runners), by these same tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from build_support import envbuild, temporary_tag
+from conftest import BASE_IMAGE
+
+from envbuild.build.run import lock_run_options, run_command
+from envbuild.models import Lock
+
+
+@dataclass(frozen=True)
+class Box:
+    tag: str
+    bundle: Path
+    lock: Lock
+
+
+PROFILE = (
+    'name = "container-box"\nkind = "ubuntu"\nextends = "ubuntu"\n'
+    'description = "The ubuntu preparation on the local Debian 12 base, with a memory and CPU need"\n\n'
+    f'[base]\nos = "debian12"\nimage = "{BASE_IMAGE}"\n\n[python]\nversion = "3.11"\n\n'
+    "[resources]\nmemory_gib = 1\ncpus = 1\n"
+)
+
+
+@pytest.fixture(scope="module")
+def box(docker_client: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Box]:
+    folder = tmp_path_factory.mktemp("container-box")
+    profile = folder / "container-box.toml"
+    profile.write_text(PROFILE)
+    cache = folder / "cache"
+    with temporary_tag(docker_client, "container-box") as tag:
+        built = envbuild(
+            "build", profile, "--tag", tag, "--quiet", "--no-record", env={"XDG_CACHE_HOME": str(cache)}
+        )
+        assert built.returncode == 0, built.stderr
+        (bundle,) = (cache / "envbuild" / "bundles").iterdir()
+        lock = Lock.model_validate_json((bundle / "envbuild.lock.json").read_text())
+        yield Box(tag, bundle, lock)
+
+
+def validate(tag: str, out: Path, *docker_args: str) -> tuple[subprocess.CompletedProcess[str], Any]:
+    proc = envbuild(
+        "validate",
+        "--image",
+        tag,
+        "--out",
+        out,
+        "--stages",
+        "container",
+        *(f"--docker-arg={a}" for a in docker_args),
+    )
+    runs = sorted(out.iterdir()) if out.is_dir() else []
+    assert len(runs) == 1, proc.stderr
+    report = json.loads((runs[0] / "report.json").read_text())
+    (stage,) = [s for s in report["stages"] if s["stage"] == "container"]
+    return proc, stage
+
+
+def readme_options(bundle: Path) -> str:
+    """The options of the bundle README's `docker run` line (between `-it` and the runs volume)."""
+    text = (bundle / "README.md").read_text()
+    block = text.split("## Run", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    line = " ".join(part.strip() for part in block.replace("\\\n", " ").split())
+    match = re.fullmatch(r'docker run --rm -it (.*) -v "\$PWD/runs:/workspace/runs" \S+', line)
+    assert match, line
+    return match.group(1)
+
+
+def test_the_readme_command_is_the_validated_one_and_passes(box: Box, tmp_path: Path) -> None:
+    """The bundle README's options, the one function's and those validate --image starts the
+    container with are the same; with them the container stage passes (1 GiB of /dev/shm: half of
+    memory_gib = 1, at least 1 GiB) and records the engine's cgroup."""
+    options = lock_run_options(box.lock)
+    assert readme_options(box.bundle) == " ".join(options.cli_args()) == "--shm-size 1g"
+    assert run_command(box.lock, box.tag).startswith("docker run --rm -it --shm-size 1g -v ")
+    proc, stage = validate(box.tag, tmp_path / "runs")
+    assert proc.returncode == 0, proc.stderr
+    assert f"validating {box.tag} as `docker run --shm-size 1g {box.tag}`" in proc.stderr
+    assert stage["status"] == "passed", stage
+    facts = stage["facts"]
+    assert facts["shm_bytes"] == 1 << 30 and facts["uid"] == 10001
+    assert facts["cgroup"]["version"] in (1, 2) and facts["cgroup"]["memory_limit_bytes"] is None
+    assert facts["nodes"] == []  # a CPU lock needs no device node
+
+
+def test_shm_64m_fails_and_2g_passes(box: Box, tmp_path: Path) -> None:
+    proc, stage = validate(box.tag, tmp_path / "small", "--shm-size=64m")
+    assert proc.returncode == 1 and stage["status"] == "failed"
+    assert stage["facts"]["shm_bytes"] == 64 << 20
+    assert "/dev/shm holds 64 MiB, under 1 GiB" in stage["error"]
+    assert "--shm-size 1g" in stage["error"] and "--shm-size" in stage["hint"]
+    assert "validating" in proc.stderr and "--shm-size=64m" in proc.stderr
+    proc, stage = validate(box.tag, tmp_path / "large", "--shm-size=2g")
+    assert proc.returncode == 0 and stage["status"] == "passed", stage
+    assert stage["facts"]["shm_bytes"] == 2 << 30
+
+
+def test_memory_and_cpus_below_the_declared_need_fail_naming_the_flags(box: Box, tmp_path: Path) -> None:
+    proc, stage = validate(box.tag, tmp_path / "runs", "--memory=512m", "--cpus=0.5")
+    assert proc.returncode == 1 and stage["status"] == "failed"
+    cgroup = stage["facts"]["cgroup"]
+    assert cgroup["memory_limit_bytes"] == 512 << 20 and cgroup["cpu_quota_cores"] == 0.5
+    error = stage["error"]
+    assert "memory limit is 512 MiB" in error and "resources.memory_gib = 1 GiB" in error
+    assert "--memory 1g" in error
+    assert "may use 0.5 CPU(s)" in error and "--cpus 1" in error
+    assert "--memory 1g" in stage["hint"] and "--cpus 1" in stage["hint"]
+    # enough of both: passes
+    proc, stage = validate(box.tag, tmp_path / "enough", "--memory=2g", "--cpus=1")
+    assert proc.returncode == 0 and stage["status"] == "passed", stage
+
+
+@pytest.fixture(scope="module")
+def rocm_box(box: Box, docker_client: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The box with its lock's backend set to rocm (the only change, written by this test), so the
+    stage asks for /dev/kfd and /dev/dri/renderD*."""
+    context = tmp_path_factory.mktemp("rocm-box")
+    data = json.loads((box.bundle / "envbuild.lock.json").read_text())
+    data["backend"] = "rocm"
+    (context / "envbuild.lock.json").write_text(json.dumps(data))
+    (context / "Dockerfile").write_text(
+        f"FROM {box.tag}\nUSER root\n"
+        "COPY envbuild.lock.json /etc/envbuild/envbuild.lock.json\nUSER envbuild\n"
+    )
+    with temporary_tag(docker_client, "container-rocm-box") as tag:
+        docker_client.images.build(path=str(context), tag=tag, rm=True, forcerm=True)
+        yield tag
+
+
+def host_node(path: Path, device: tuple[int, int], mode: int, gid: int) -> Path:
+    """A real character device node made on the host, given to the container with --device: it stands
+    in for a GPU's node (this machine has no AMD GPU)."""
+    os.mknod(path, 0o020000 | mode, os.makedev(*device))
+    os.chmod(path, mode)  # mknod's mode passes through the umask
+    os.chown(path, 0, gid)
+    return path
+
+
+def test_device_nodes_the_user_cannot_open(rocm_box: str, tmp_path: Path) -> None:
+    """/dev/kfd stands for a node of the host's render group: /dev/null's device (1:3) made on the host
+    as root:4242 mode 0660, which uid 10001 may not open until --group-add 4242.  The render node is
+    /dev/fuse's device (10:229: opening it needs no privilege, and Docker's default device rules do
+    not allow it), mode 0666, given read-only (--device ...:r): the device cgroup refuses a read-write
+    open whatever the mode, and the fix is --device with rwm."""
+    kfd = host_node(tmp_path / "kfd", (1, 3), 0o660, 4242)
+    render = host_node(tmp_path / "renderD128", (10, 229), 0o666, 0)
+    devices = (f"--device={kfd}:/dev/kfd", f"--device={render}:/dev/dri/renderD128:r")
+    # --gpus none: no recommended device options (this host has no /dev/kfd); the nodes come from
+    # --docker-arg, as a user's own --device flags would
+    proc = envbuild(
+        "validate",
+        "--image",
+        rocm_box,
+        "--out",
+        tmp_path / "denied",
+        "--stages",
+        "container",
+        "--gpus",
+        "none",
+        *(f"--docker-arg={d}" for d in devices),
+    )
+    assert proc.returncode == 1, proc.stderr
+    (run,) = (tmp_path / "denied").iterdir()
+    stage = json.loads((run / "report.json").read_text())["stages"][0]
+    assert stage["stage"] == "container" and stage["status"] == "failed"
+    nodes = {n["path"]: n for n in stage["facts"]["nodes"]}
+    assert nodes["/dev/kfd"]["errno"] == "EACCES" and nodes["/dev/kfd"]["gid"] == 4242
+    assert nodes["/dev/kfd"]["mode"] == "0660" and nodes["/dev/kfd"]["char_device"] is True
+    assert nodes["/dev/dri/renderD128"]["errno"] == "EPERM"
+    assert "--group-add 4242" in stage["error"] and "--group-add 4242" in stage["hint"]
+    assert "--device /dev/dri/renderD128" in stage["error"]
+    # the group and full permissions: both open, the stage passes
+    proc = envbuild(
+        "validate",
+        "--image",
+        rocm_box,
+        "--out",
+        tmp_path / "granted",
+        "--stages",
+        "container",
+        "--gpus",
+        "none",
+        f"--docker-arg={devices[0]}",
+        f"--docker-arg=--device={render}:/dev/dri/renderD128",
+        "--docker-arg=--group-add=4242",
+    )
+    (run,) = (tmp_path / "granted").iterdir()
+    stage = json.loads((run / "report.json").read_text())["stages"][0]
+    assert proc.returncode == 0 and stage["status"] == "passed", stage
+    assert all(n["open"] == "ok" for n in stage["facts"]["nodes"])
