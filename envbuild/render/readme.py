@@ -112,6 +112,7 @@ def render_readme(result: CheckResult, command: str) -> str:
         base_flavor=plan.base_flavor,
         apt=md(" ".join(runtime_packages(apt_packages(plan))), "apt"),
         blender=plan.blender_version or "",
+        blender_source=plan.blender_source or "",
         blender_devices=", ".join(profile.blender.devices),
         blender_device=profile.blender.devices[0] if profile.blender.devices else "CPU",
         tag=suggested_tag(result),
