@@ -69,6 +69,19 @@ def test_findings_sorted_and_escaped_and_provenance() -> None:
     assert "| `python.version` | `profile:train.toml` |" in text
 
 
+def test_findings_about_this_machine_stay_out_of_the_bundle() -> None:
+    overlay = "/home/someone/.local/share/envbuild/catalog-overlay.json"
+    findings = (
+        Finding(severity="info", code="I-OVERLAY", message=f"the catalog overlay {overlay} (3 days old)"),
+        Finding(
+            severity="warning", code="W-OVERLAY-UNCONFIRMED", message="torch 2.16.0 comes from the overlay"
+        ),
+    )
+    text = render_readme(result(cuda_plan(), *findings), COMMAND)
+    assert overlay not in text and "days old" not in text
+    assert "W-OVERLAY-UNCONFIRMED" in text
+
+
 def test_description_markdown_is_neutralised() -> None:
     text = render_readme(result(cuda_plan(profile=profile(description="# Big | *bold*"))), COMMAND)
     assert "\\# Big \\| \\*bold\\*" in text

@@ -15,6 +15,10 @@ from envbuild.render.quote import md, md_code
 from envbuild.render.view import PREPARATION, OrderRow, order_days, order_price_sources, order_rows
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+# Findings about this machine, not the bundle: the catalog overlay's path (in the user's home) and age
+# (it changes every day).  `check` shows them; a bundle's bytes must not depend on where or when it was
+# rendered.  W-OVERLAY-UNCONFIRMED, about what the plan takes from the overlay, stays.
+LOCAL_ONLY = frozenset({"I-OVERLAY", "W-OVERLAY-STALE", "W-OVERLAY-INVALID"})
 
 
 @dataclass(frozen=True)
@@ -62,7 +66,10 @@ def render_readme(result: CheckResult, command: str) -> str:
     where = f"{profile.path}"
     rows: tuple[OrderRow, ...] = order_rows(plan)
     gpu_rows = tuple(r for r in rows if r.vendor != "cpu")
-    ordered = sorted(result.findings, key=lambda f: (SEVERITY_ORDER[f.severity], f.code))
+    ordered = sorted(
+        (f for f in result.findings if f.code not in LOCAL_ONLY),
+        key=lambda f: (SEVERITY_ORDER[f.severity], f.code),
+    )
     numbers: dict[str, int] = {}  # one number per distinct source, in the order the table first cites it
     for f in ordered:
         if f.source:
