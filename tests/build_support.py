@@ -8,7 +8,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import closing, contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -100,3 +100,149 @@ def fill_up(folder: Path, name: str = "filler") -> Path:
 def tree_bytes(root: Path) -> dict[str, bytes]:
     """Every file under ``root`` (relative POSIX path -> bytes): a whole-tree snapshot to compare."""
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+class PrivateEngine:
+    """A second, private dockerd for one test: its own network namespace (``unshare --net``), data root,
+    exec root, pid file, socket and cgroup parent under a short /tmp folder, no bridge and no iptables
+    rules.  The shared engine of the test
+    session is never touched; this one may be killed (:meth:`kill`) and started again (:meth:`start`) on
+    the same data root.  :meth:`close` stops it and removes every trace: containerd shims and container
+    processes it left (found by its exec root), mounts under its folder, its cgroups, the folder."""
+
+    def __init__(self) -> None:
+        import tempfile
+
+        self.root = Path(tempfile.mkdtemp(prefix="eb-dockerd-", dir="/tmp"))
+        self.socket = self.root / "docker.sock"
+        self.host = f"unix://{self.socket}"
+        self.cgroup = f"/{self.root.name}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 60) -> None:
+        import shutil
+        import time
+
+        import pytest
+
+        dockerd = shutil.which("dockerd")
+        if dockerd is None:
+            pytest.fail("no dockerd on PATH: scripts/docker-engine.sh installs docker.io", pytrace=False)
+        log = (self.root / "dockerd.log").open("ab")
+        self.proc = subprocess.Popen(
+            [
+                # A network namespace of its own: a dockerd started with --bridge=none deletes the
+                # interface docker0, which in the host's namespace is the shared engine's bridge.
+                *("unshare", "--net", "--"),
+                dockerd,
+                *("--data-root", str(self.root / "data"), "--exec-root", str(self.root / "exec")),
+                *("--pidfile", str(self.root / "dockerd.pid"), "--host", self.host),
+                *("--bridge=none", "--iptables=false", "--ip-masq=false", "--cgroup-parent", self.cgroup),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                pytest.fail(
+                    f"the private dockerd exited {self.proc.returncode}:\n{self.log_tail()}", pytrace=False
+                )
+            try:
+                self.client(timeout=5).ping()
+                return
+            except Exception:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"the private dockerd did not answer:\n{self.log_tail()}", pytrace=False)
+                time.sleep(0.2)
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            text = (self.root / "dockerd.log").read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def client(self, timeout: int = 120) -> Any:
+        import docker
+
+        return docker.DockerClient(base_url=self.host, timeout=timeout)
+
+    def load_from(self, shared: Any, image: str) -> None:
+        """Copy ``image`` from the shared engine (``docker save | docker load``, through the SDK)."""
+        data = shared.images.get(image).save(named=True)
+        with closing(self.client(timeout=600)) as private:
+            private.images.load(b"".join(data))
+
+    def kill(self) -> None:
+        """SIGKILL the dockerd (an engine that stops, as a crash or the OOM killer stops it)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+
+    def _leftovers(self) -> list[int]:
+        """Processes of this engine: containerd shims on its exec root and every descendant of them."""
+        marker = str(self.root / "exec").encode()
+        parents: dict[int, int] = {}
+        roots: list[int] = []
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
+                stat = Path(f"/proc/{name}/stat").read_bytes()
+            except OSError:
+                continue
+            parents[int(name)] = int(stat[stat.rfind(b")") + 2 :].split()[1])
+            if marker in cmdline:
+                roots.append(int(name))
+        tree, pending = set(), list(roots)
+        while pending:
+            pid = pending.pop()
+            if pid not in tree:
+                tree.add(pid)
+                pending.extend(child for child, parent in parents.items() if parent == pid)
+        return sorted(tree)
+
+    def reap_leftovers(self) -> None:
+        """Kill the engine's leftovers and wait until they are gone from /proc (a zombie containerd
+        still "runs" for a dockerd started on the same exec root, which then waits for it in vain)."""
+        import signal
+        import time
+
+        killed: set[int] = set()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            pids = self._leftovers()
+            for pid in pids:
+                with suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            killed.update(pids)
+            if not pids and not any(Path(f"/proc/{pid}").exists() for pid in killed):
+                break
+            time.sleep(0.1)
+        (self.root / "exec" / "containerd" / "containerd.pid").unlink(missing_ok=True)
+
+    def close(self) -> None:
+        import shutil
+
+        self.kill()
+        self.reap_leftovers()
+        mounts = [
+            line.split()[1]
+            for line in Path("/proc/mounts").read_text().splitlines()
+            if line.split()[1].startswith(str(self.root))
+        ]
+        for mount in sorted(mounts, key=len, reverse=True):
+            subprocess.run(["umount", "-l", mount], capture_output=True, check=False)
+        cgroups = [*Path("/sys/fs/cgroup").glob(f"*{self.cgroup}"), Path(f"/sys/fs/cgroup{self.cgroup}")]
+        for controller in (c for c in cgroups if c.is_dir()):
+            for folder in sorted(controller.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+                if folder.is_dir():
+                    with suppress(OSError):
+                        folder.rmdir()
+            with suppress(OSError):
+                controller.rmdir()
+        shutil.rmtree(self.root, ignore_errors=True)

@@ -25,6 +25,29 @@ def _where() -> str:
     return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
 
 
+def engine_address() -> str:
+    """Where the engine is looked for (``DOCKER_HOST``, else the default socket), for messages."""
+    return _where()
+
+
+PING_TIMEOUT_S = 10
+
+
+def engine_answers(api: Any, timeout: int = PING_TIMEOUT_S) -> bool:
+    """Whether the engine behind ``api`` (a ``docker.APIClient``) still answers a ping within ``timeout``.
+
+    Used after a build stream broke off, to tell an engine that went away from a build that failed."""
+    saved = getattr(api, "timeout", None)
+    try:
+        api.timeout = timeout  # the SDK applies the client's timeout to each request
+        return bool(api.ping())
+    except Exception:  # requests/urllib3/docker errors alike: no answer
+        return False
+    finally:
+        if saved is not None:
+            api.timeout = saved
+
+
 def api_client(timeout: int = API_TIMEOUT_S) -> Any:
     """Return a connected low-level ``docker.APIClient`` or raise :class:`EngineUnavailable`."""
     return docker_client(timeout).api

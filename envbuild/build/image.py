@@ -3,7 +3,10 @@
 The context is assembled deterministically (:mod:`envbuild.build.context`) into a temporary file and
 streamed to the engine; progress is shown live; the full log is saved beside the bundle as
 ``build-<tag>.log``.  A failure names the failing step, shows the tail of its output and raises
-:class:`BuildError` (exit 1).  Nothing secret is ever passed as a build argument: the only ones are
+:class:`BuildError` (exit 1).  An engine that stops mid-build (the stream breaks off and a ping gets
+no answer) raises :class:`EngineUnavailable` (exit 3) naming the step it stopped in, which is also the
+log's last line; the tag is not moved (the classic builder tags only a finished image, and envbuild
+tags nothing itself).  Nothing secret is ever passed as a build argument: the only ones are
 ``BASE_IMAGE`` and ``FINAL_CA=envbuild-ca`` (``--keep-ca-cert``: the final image keeps the
 ``--ca-cert`` certificates, which otherwise trust apt and pip in the build stages only).  The context
 is re-checked for secrets before the engine sees it (:func:`envbuild.build.context.check_context`).
@@ -19,11 +22,11 @@ from typing import Any
 
 from envbuild.build.certs import CaCert, load_ca_certs
 from envbuild.build.context import ContextInfo, check_bundle, write_context
-from envbuild.build.engine import api_client
+from envbuild.build.engine import HOW_TO_START, api_client, engine_address, engine_answers
 from envbuild.build.progress import BuildStream, Step, rich_progress
 from envbuild.build.refs import check_image_ref, check_network, check_tag, slug
 from envbuild.build.wheelhouse import verify_wheelhouse
-from envbuild.errors import BuildError, BundleError
+from envbuild.errors import BuildError, BundleError, EngineUnavailable
 
 SPOOL_BYTES = 64 << 20
 FINAL_CA_STAGE = "AS envbuild-final-ca"  # in a Dockerfile whose final stage can leave certs/ out
@@ -119,7 +122,9 @@ def build_image(
         context_file.seek(0)
         # Written as the build goes (tail -f works); an interrupted build says so in its last line.
         try:
-            log_file = log_path.open("w", encoding="utf-8")
+            log_file = log_path.open(
+                "w", encoding="utf-8", buffering=1
+            )  # line by line: tail -f, and a crash loses nothing
         except OSError as exc:
             raise BundleError(f"{log_path}: cannot write the build log: {exc.strerror or exc}") from None
         with log_file as log:
@@ -141,6 +146,7 @@ def build_image(
                 "buildargs": build_args(base_image, keep_ca_cert) or None,
                 "network_mode": network,
             }
+            broke: Exception | None = None
             try:
                 with rich_progress(stream, f"building {tag}", enabled=progress) as refresh:
                     for chunk in api.build(**kwargs):
@@ -149,17 +155,56 @@ def build_image(
                             refresh()
                     stream.close()
                     refresh()
-            except Exception as exc:  # docker.errors.APIError, requests errors: the engine went away
-                stream.error = stream.error or f"the engine failed during the build: {exc}"
-                log.write(f"ERROR: {stream.error}\n")
+            except Exception as exc:  # docker.errors.APIError, requests errors: the engine may be gone
+                broke = exc
             except KeyboardInterrupt:
                 log.write("INTERRUPTED: the build was stopped by the user\n")
                 raise
+            if (broke is not None or stream.image_id is None) and not engine_answers(api):
+                # The stream broke off and the engine no longer answers: it stopped (killed, crashed,
+                # restarted) mid-build.  The classic builder tags only a finished image, so ``tag`` was
+                # not moved.  The log's last line says where the build was.
+                where = _where_stopped(stream)
+                if broke is not None:
+                    log.write(f"ERROR: the build stream broke off: {type(broke).__name__}: {_short(broke)}\n")
+                log.write(f"ENGINE STOPPED: the Docker engine stopped answering {where}\n")
+                raise EngineUnavailable(_engine_stopped_message(tag, where, broke, log_path))
+            if broke is not None:
+                stream.error = stream.error or f"the engine failed during the build: {broke}"
+                log.write(f"ERROR: {stream.error}\n")
     seconds = time.monotonic() - started
     if stream.error is not None or stream.image_id is None:
         raise BuildError(_failure_message(stream, log_path))
     steps = tuple(StepTime(s.number, s.instruction, round(s.seconds, 3), s.cached) for s in stream.steps)
     return BuildResult(tag, stream.image_id, seconds, log_path, info, steps)
+
+
+def _where_stopped(stream: BuildStream) -> str:
+    step = stream.current
+    if step is None:
+        return f"before the first step ({stream.clock() - stream.started:.0f} s into the build)"
+    return f"during step {step.number}/{step.total}: {step.instruction} ({step.seconds:.0f} s into that step)"
+
+
+def _engine_stopped_message(tag: str, where: str, broke: Exception | None, log_path: Path) -> str:
+    cause = (
+        f"; the build stream broke off ({type(broke).__name__})"
+        if broke is not None
+        else "; the build stream ended without a result"
+    )
+    return (
+        f"the Docker engine at {engine_address()} stopped answering {where}{cause}.\n"
+        f"{tag} was not tagged: the engine tags an image only when its build finishes, so the tag names "
+        "what it named before, if anything.\n"
+        f"full log: {log_path}\n"
+        f"Once the engine is back, run the same `envbuild build` again (finished steps come from the "
+        f"cache).\n{HOW_TO_START}"
+    )
+
+
+def _short(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return (lines[0] if lines else type(exc).__name__)[:200]
 
 
 def _failure_message(stream: BuildStream, log_path: Path) -> str:
