@@ -135,6 +135,13 @@ def run_validation(
         workdir = default_workdir(lock_obj, bundle)
     elif not workdir.is_dir():
         raise UsageError(f"--workdir {workdir}: not a directory")
+    ctx = Context(
+        lock=lock_obj,
+        python=interpreter,
+        workdir=workdir.resolve(),
+        timeouts=dict(timeouts or {}),
+        python_chosen_by=chosen_by,
+    )
     for stale in settle_stale_runs(out):
         (on_stale or _warn)(stale)
     run_dir = new_run_dir(out)
@@ -146,13 +153,6 @@ def run_validation(
             f"{exc.filename or run_dir}: cannot write the run's marker: {exc.strerror or exc}; nothing "
             "was run. Free space (or choose another --out) and run again"
         ) from None
-    ctx = Context(
-        lock=lock_obj,
-        python=interpreter,
-        workdir=workdir.resolve(),
-        timeouts=dict(timeouts or {}),
-        python_chosen_by=chosen_by,
-    )
     started = datetime.now(timezone.utc)
     t0 = time.monotonic()
     try:
