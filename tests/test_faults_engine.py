@@ -15,13 +15,14 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import pytest
-from build_support import PrivateEngine
+from build_support import PrivateEngine, envbuild, fill_up, small_tmpfs
 
 pytestmark = pytest.mark.docker
 BASE_IMAGE = os.environ.get("ENVBUILD_TEST_BASE_IMAGE", "envbuild/debian:12")
@@ -100,3 +101,25 @@ def test_an_engine_killed_mid_step_exits_3_names_the_step_and_moves_no_tag(
         assert client.images.get(TAG).id == before  # the tag still names the first build
         tagged = [t for image in client.images.list() for t in image.tags]
         assert sorted(tagged) == sorted([BASE_IMAGE, TAG])  # no half-built image got a name
+
+
+def test_a_full_disk_for_the_build_log_is_named_and_nothing_is_built(
+    docker_client: Any, tmp_path: Path
+) -> None:
+    """The bundle on a real full filesystem (a small tmpfs): the log cannot be written, so the engine (the
+    shared one, only pinged) is never asked to build."""
+    with small_tmpfs(tmp_path / "disk", 256) as disk:
+        bundle = disk / "tiny"
+        shutil.copytree(TINY, bundle)
+        fill_up(disk)
+        tag = f"envbuild-test/full-disk:{uuid.uuid4().hex[:12]}"
+        proc = envbuild("build", bundle, "--tag", tag, "--base-image", BASE_IMAGE, "--no-record", "-q")
+        assert proc.returncode == 2, proc.stderr
+        log = bundle / f"build-{tag.replace('/', '-').replace(':', '-')}.log"
+        assert (
+            f"envbuild: error: {log}: cannot write the build log: No space left on device; the engine was "
+            in (proc.stderr)
+        )
+        assert "Traceback" not in proc.stderr
+        with pytest.raises(Exception, match="No such image"):
+            docker_client.images.get(tag)

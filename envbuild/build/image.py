@@ -14,6 +14,7 @@ is re-checked for secrets before the engine sees it (:func:`envbuild.build.conte
 
 from __future__ import annotations
 
+import errno
 import tempfile
 import time
 from dataclasses import dataclass
@@ -118,65 +119,98 @@ def build_image(
     log_path = log_path_for(bundle, tag)
     started = time.monotonic()
     with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as context_file:
-        info = write_context(bundle, context_file, wheelhouse=wheelhouse, ca_certs=certs)
+        try:
+            info = write_context(bundle, context_file, wheelhouse=wheelhouse, ca_certs=certs)
+        except OSError as exc:
+            if not _disk_full(exc):
+                raise
+            raise BundleError(
+                f"{tempfile.gettempdir()}: cannot hold the build context (over {SPOOL_BYTES >> 20} MiB, "
+                f"spooled to a temporary file): {exc.strerror}; free space there or point TMPDIR elsewhere"
+            ) from None
         context_file.seek(0)
         # Written as the build goes (tail -f works); an interrupted build says so in its last line.
         try:
-            log_file = log_path.open(
-                "w", encoding="utf-8", buffering=1
-            )  # line by line: tail -f, and a crash loses nothing
+            log_file = log_path.open("w", encoding="utf-8", buffering=1)  # line by line: tail -f, no loss
         except OSError as exc:
             raise BundleError(f"{log_path}: cannot write the build log: {exc.strerror or exc}") from None
-        with log_file as log:
-            log.write(f"# envbuild build {bundle} --tag {tag}\n")
-            log.write(f"# context: {info.files} files, {info.bytes} bytes, sha256 {info.sha256}\n")
-            kept = " (kept in the final image)" if keep_ca_cert else " (build stages only)" if certs else ""
-            log.write(
-                f"# wheels: {info.wheels}, tool wheels: {info.tools}, extra CA certs: {len(certs)}{kept}\n"
-            )
-            stream = BuildStream(log)
-            kwargs: dict[str, Any] = {
-                "fileobj": context_file,
-                "custom_context": True,
-                "tag": tag,
-                "decode": True,
-                "rm": True,
-                "forcerm": True,
-                "nocache": no_cache,
-                "buildargs": build_args(base_image, keep_ca_cert) or None,
-                "network_mode": network,
-            }
-            broke: Exception | None = None
-            try:
-                with rich_progress(stream, f"building {tag}", enabled=progress) as refresh:
-                    for chunk in api.build(**kwargs):
-                        if isinstance(chunk, dict):
-                            stream.feed(chunk)
-                            refresh()
-                    stream.close()
-                    refresh()
-            except Exception as exc:  # docker.errors.APIError, requests errors: the engine may be gone
-                broke = exc
-            except KeyboardInterrupt:
-                log.write("INTERRUPTED: the build was stopped by the user\n")
-                raise
-            if (broke is not None or stream.image_id is None) and not engine_answers(api):
-                # The stream broke off and the engine no longer answers: it stopped (killed, crashed,
-                # restarted) mid-build.  The classic builder tags only a finished image, so ``tag`` was
-                # not moved.  The log's last line says where the build was.
-                where = _where_stopped(stream)
+        asked = False  # whether the engine was asked to build
+        try:
+            with log_file as log:
+                log.write(f"# envbuild build {bundle} --tag {tag}\n")
+                log.write(f"# context: {info.files} files, {info.bytes} bytes, sha256 {info.sha256}\n")
+                kept = (
+                    " (kept in the final image)" if keep_ca_cert else " (build stages only)" if certs else ""
+                )
+                wheels = f"# wheels: {info.wheels}, tool wheels: {info.tools}, extra CA certs: {len(certs)}"
+                log.write(f"{wheels}{kept}\n")
+                stream = BuildStream(log)
+                kwargs: dict[str, Any] = {
+                    "fileobj": context_file,
+                    "custom_context": True,
+                    "tag": tag,
+                    "decode": True,
+                    "rm": True,
+                    "forcerm": True,
+                    "nocache": no_cache,
+                    "buildargs": build_args(base_image, keep_ca_cert) or None,
+                    "network_mode": network,
+                }
+                broke: Exception | None = None
+                asked = True
+                try:
+                    with rich_progress(stream, f"building {tag}", enabled=progress) as refresh:
+                        for chunk in api.build(**kwargs):
+                            if isinstance(chunk, dict):
+                                stream.feed(chunk)
+                                refresh()
+                        stream.close()
+                        refresh()
+                except Exception as exc:  # docker.errors.APIError, requests errors: the engine may be gone
+                    if _disk_full(exc):  # writing the log, not the engine
+                        raise
+                    broke = exc
+                except KeyboardInterrupt:
+                    log.write("INTERRUPTED: the build was stopped by the user\n")
+                    raise
+                if (broke is not None or stream.image_id is None) and not engine_answers(api):
+                    # The stream broke off and the engine no longer answers: it stopped (killed, crashed,
+                    # restarted) mid-build.  The classic builder tags only a finished image, so ``tag`` was
+                    # not moved.  The log's last line says where the build was.
+                    where = _where_stopped(stream)
+                    if broke is not None:
+                        log.write(
+                            f"ERROR: the build stream broke off: {type(broke).__name__}: {_short(broke)}\n"
+                        )
+                    log.write(f"ENGINE STOPPED: the Docker engine stopped answering {where}\n")
+                    raise EngineUnavailable(_engine_stopped_message(tag, where, broke, log_path))
                 if broke is not None:
-                    log.write(f"ERROR: the build stream broke off: {type(broke).__name__}: {_short(broke)}\n")
-                log.write(f"ENGINE STOPPED: the Docker engine stopped answering {where}\n")
-                raise EngineUnavailable(_engine_stopped_message(tag, where, broke, log_path))
-            if broke is not None:
-                stream.error = stream.error or f"the engine failed during the build: {broke}"
-                log.write(f"ERROR: {stream.error}\n")
+                    stream.error = stream.error or f"the engine failed during the build: {broke}"
+                    log.write(f"ERROR: {stream.error}\n")
+        except OSError as exc:
+            if not _disk_full(exc):
+                raise
+            done = (
+                "envbuild stopped following the build (the engine may still finish it)"
+                if asked
+                else "the engine was not asked to build anything"
+            )
+            raise BundleError(
+                f"{log_path}: cannot write the build log: {exc.strerror}; {done}. Free space and build again"
+            ) from None
     seconds = time.monotonic() - started
     if stream.error is not None or stream.image_id is None:
         raise BuildError(_failure_message(stream, log_path))
     steps = tuple(StepTime(s.number, s.instruction, round(s.seconds, 3), s.cached) for s in stream.steps)
     return BuildResult(tag, stream.image_id, seconds, log_path, info, steps)
+
+
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def _disk_full(exc: BaseException) -> bool:
+    """A write that failed for want of room (requests' and docker's errors are OSErrors without errno)."""
+    return isinstance(exc, OSError) and exc.errno in DISK_ERRNOS
 
 
 def _where_stopped(stream: BuildStream) -> str:
