@@ -32,6 +32,7 @@ class Box:
     tag: str
     bundle: Path
     lock: Lock
+    build_stderr: str
 
 
 PROFILE = (
@@ -55,7 +56,7 @@ def box(docker_client: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         assert built.returncode == 0, built.stderr
         (bundle,) = (cache / "envbuild" / "bundles").iterdir()
         lock = Lock.model_validate_json((bundle / "envbuild.lock.json").read_text())
-        yield Box(tag, bundle, lock)
+        yield Box(tag, bundle, lock, built.stderr)
 
 
 def validate(tag: str, out: Path, *docker_args: str) -> tuple[subprocess.CompletedProcess[str], Any]:
@@ -93,6 +94,7 @@ def test_the_readme_command_is_the_validated_one_and_passes(box: Box, tmp_path: 
     options = lock_run_options(box.lock)
     assert readme_options(box.bundle) == " ".join(options.cli_args()) == "--shm-size 1g"
     assert run_command(box.lock, box.tag).startswith("docker run --rm -it --shm-size 1g -v ")
+    assert f"envbuild: run it with: {run_command(box.lock, box.tag)}\n" in box.build_stderr
     proc, stage = validate(box.tag, tmp_path / "runs")
     assert proc.returncode == 0, proc.stderr
     assert f"validating {box.tag} as `docker run --shm-size 1g {box.tag}`" in proc.stderr

@@ -187,10 +187,24 @@ def build_command(
     click.echo(
         f"built {built.tag} ({built.image_id[:19]}) in {built.seconds:.1f} s{cached}; log: {built.log}"
     )
+    _say_run_line(bundle, built.tag)
     if not no_record:
         from envbuild.cli._image import write_record
 
         write_record(api, bundle, built.tag, base_image, record_path)
+
+
+def _say_run_line(bundle: Path, tag: str) -> None:
+    """The recommended ``docker run`` line for the built image (the README's, from the same rule)."""
+    from envbuild.build.run import run_command
+    from envbuild.errors import LockError
+    from envbuild.models import read_lock
+
+    try:
+        lock = read_lock(bundle / "envbuild.lock.json")
+    except LockError:
+        return  # the build itself checked the bundle; nothing to add
+    _say(f"run it with: {run_command(lock, tag)}")
 
 
 def validate_image_command(
