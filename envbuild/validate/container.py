@@ -14,10 +14,13 @@ README gives passes these checks):
   batch to the main process through shared memory, and NCCL's intra-node transport uses it too;
   Docker's default is 64 MB, where workers die with "bus error" or "unable to write to file
   </torch_...>" (PyTorch's README, "Using pre-built images": use ``--ipc=host`` or
-  ``--shm-size``; NVIDIA's NGC containers warn at start below 1 GB).  The run command gives
-  ``--ipc=host`` (the host's own ``/dev/shm``, which the kernel sizes at half the RAM) unless the
-  profile declares ``resources.memory_gib``; then ``--shm-size`` of half of it (the kernel's tmpfs
-  default proportion, kept inside the container's own IPC namespace), at least 1 GiB.
+  ``--shm-size``).  1 GiB is envbuild's own floor (16 times Docker's default, the smallest value
+  common guides pass as ``--shm-size=1g``), not a measured figure: a job with large batches and many
+  workers needs more, which ``--ipc=host`` or a declared ``resources.memory_gib`` gives.
+  The run command gives ``--ipc=host`` (the host's own ``/dev/shm``, which the kernel sizes at half
+  the RAM) unless the profile declares ``resources.memory_gib``; then ``--shm-size`` of half of it
+  (the kernel's tmpfs default proportion, kept inside the container's own IPC namespace), at least
+  1 GiB.
 - memlock unlimited for GPU backends: NCCL's InfiniBand/RoCE transport registers (pins) its buffers
   with ``ibv_reg_mr``, which fails under a low ``RLIMIT_MEMLOCK`` (NCCL's troubleshooting guide);
   NGC's containers ask for ``--ulimit memlock=-1 --ulimit stack=67108864``.  A warning, not an error:
