@@ -11,7 +11,8 @@ The rules (also used by :mod:`envbuild.build.run` to write the run commands, so 
 README gives passes these checks):
 
 - ``/dev/shm`` of at least :data:`SHM_MIN_BYTES` (1 GiB).  PyTorch's DataLoader workers hand every
-  batch to the main process through shared memory, and NCCL's intra-node transport uses it too;
+  batch to the main process through shared memory, and NCCL's intra-node transport uses it too
+  (pytorch/tutorials#2475: NCCL crashed in ``ncclShmOpen`` under Docker's default, fixed with 2 GB);
   Docker's default is 64 MB, where workers die with "bus error" or "unable to write to file
   </torch_...>" (PyTorch's README, "Using pre-built images": use ``--ipc=host`` or
   ``--shm-size``).  1 GiB is envbuild's own floor (16 times Docker's default, the smallest value
