@@ -424,3 +424,88 @@ def test_cli_refuses_before_the_engine(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "--user is not allowed" in proc.stderr and "Traceback" not in proc.stderr
     proc = envbuild("validate", "--docker-arg=--shm-size=2g")
     assert proc.returncode == 2 and "--docker-arg needs --image" in proc.stderr
+
+
+# -- validate --image's container options, for backends this machine cannot run ----------------------
+
+
+class _FakeContainer:
+    """Stands in for docker-py's Container (written by hand: no GPU engine here): serves the lock from
+    the image, an empty log stream, exit 0 and a run folder with one report file."""
+
+    def __init__(self, lock_json: bytes) -> None:
+        self.lock_json = lock_json
+
+    def get_archive(self, path: str) -> tuple[list[bytes], dict[str, Any]]:
+        import io
+        import tarfile
+
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            name, data = (
+                ("envbuild.lock.json", self.lock_json)
+                if path.endswith(".json")
+                else ("envbuild-runs/run-1/report.json", b"{}")
+            )
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        return [buffer.getvalue()], {}
+
+    def start(self) -> None:
+        return None
+
+    def logs(self, **_: Any) -> list[bytes]:
+        return []
+
+    def wait(self, timeout: int) -> dict[str, int]:
+        return {"StatusCode": 0}
+
+    def remove(self, force: bool) -> None:
+        return None
+
+
+class _FakeClient:
+    def __init__(self, lock: Lock) -> None:
+        self.created: list[dict[str, Any]] = []
+        self.lock_json = lock.model_dump_json().encode()
+        self.containers = self
+
+    def create(self, tag: str, **kwargs: Any) -> _FakeContainer:
+        self.created.append(kwargs)
+        return _FakeContainer(self.lock_json)
+
+
+@pytest.mark.parametrize("backend", ["cuda", "rocm"])
+def test_validate_image_creates_the_container_from_the_one_rule(
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from envbuild.build import run
+
+    monkeypatch.setattr(run, "host_group_ids", lambda: ("110", "44"))  # this host's nodes, as read
+    client = _FakeClient(lock(backend=backend, memory_gib=16.0))
+    lines: list[str] = []
+    result = run.validate_image(
+        "envbuild-test/x:1",
+        out=tmp_path / "runs",
+        docker_args=["--memory=32g", "--ulimit=memlock=65536"],
+        echo=lines.append,
+        client=client,
+    )
+    assert result.exit_code == 0 and [p.name for p in result.run_dirs] == ["run-1"]
+    kwargs = client.created[-1]  # the first create read the lock
+    expected = lock_run_options(lock(backend=backend, memory_gib=16.0), None, ("110", "44"))
+    want = expected.create_kwargs()
+    assert kwargs["shm_size"] == want["shm_size"] == "8g" and "ipc_mode" not in kwargs
+    assert kwargs["mem_limit"] == 32 << 30
+    assert [(u.name, u.soft) for u in kwargs["ulimits"]] == [("stack", 67108864), ("memlock", 65536)]
+    if backend == "cuda":
+        assert kwargs["device_requests"] == want["device_requests"] and "devices" not in kwargs
+    else:
+        assert kwargs["devices"] == ["/dev/kfd:/dev/kfd:rwm", "/dev/dri:/dev/dri:rwm"]
+        assert kwargs["group_add"] == ["110", "44"] and "device_requests" not in kwargs
+    shown = " ".join(expected.cli_args())
+    assert lines[0] == (
+        f"envbuild: validating envbuild-test/x:1 as `docker run {shown} --memory=32g "
+        "--ulimit=memlock=65536 envbuild-test/x:1`"
+    )
