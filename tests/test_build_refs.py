@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from envbuild.build.refs import check_image_ref, check_network, check_tag, slug
@@ -57,3 +59,22 @@ def test_parse_gpus(value: str | None, expected: int | None) -> None:
 def test_parse_gpus_rejects(value: str) -> None:
     with pytest.raises(UsageError, match=r"--gpus: .*'all', a number of GPUs >= 1, or 'none'"):
         parse_gpus(value)
+
+
+def test_check_render_and_the_engine_agree_on_image_references(tmp_path: Path) -> None:
+    """One parser: a reference check accepts, render writes and --base-image takes (IPv6 registry)."""
+    from build_support import envbuild
+
+    ref = "[::1]:5000/img:1"
+    assert check_image_ref(ref, "--base-image") == ref
+    profile = tmp_path / "p.toml"
+    profile.write_text(f'name = "p"\nkind = "ubuntu"\n\n[base]\nos = "debian12"\nimage = "{ref}"\n')
+    assert envbuild("check", profile).returncode == 0
+    proc = envbuild("render", profile, "--out", tmp_path / "b")
+    assert proc.returncode == 0, proc.stderr
+    assert f'ARG BASE_IMAGE="{ref}"' in (tmp_path / "b" / "Dockerfile").read_text()
+    bad = "[::1]:5000/Img:1"  # upper case in the path: refused by all three alike
+    with pytest.raises(UsageError):
+        check_image_ref(bad, "--base-image")
+    profile.write_text(profile.read_text().replace(ref, bad))
+    assert envbuild("check", profile).returncode == 2

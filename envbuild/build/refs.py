@@ -5,36 +5,25 @@ from __future__ import annotations
 import re
 
 from envbuild.errors import UsageError, choices
-
-# Docker's reference grammar (distribution/reference), without the optional digest for tags.
-_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_DOMAIN = (
-    r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?)"
-)
-_NAME = rf"(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*"
-_TAG = r"[\w][\w.-]{0,127}"
-_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
-_IMAGE_RE = re.compile(rf"^{_NAME}(?::{_TAG})?(?:@{_DIGEST})?$")
-_TAG_RE = re.compile(rf"^{_NAME}(?::{_TAG})?$")
+from envbuild.imageref import FORM, image_problem
 
 NETWORK_MODES = ("bridge", "default", "host", "none")
 
 
 def check_image_ref(value: str, what: str) -> str:
     """Return ``value`` when it is a valid image reference (name[:tag][@digest]), else raise."""
-    if len(value) > 255 or not _IMAGE_RE.match(value):
-        raise UsageError(
-            f"{what}: {value!r} is not a valid image reference "
-            "(expected [registry/]name[:tag][@sha256:digest], lowercase name)"
-        )
+    problem = image_problem(value)
+    if problem is not None:
+        raise UsageError(f"{what}: {value!r} is not a valid image reference ({problem}); expected {FORM}")
     return value
 
 
 def check_tag(value: str, what: str = "--tag") -> str:
     """Return ``value`` when it can name a built image (name[:tag], no digest), else raise."""
-    if len(value) > 255 or not _TAG_RE.match(value):
+    problem = image_problem(value, digest=False)
+    if problem is not None:
         raise UsageError(
-            f"{what}: {value!r} is not a valid image tag (expected [registry/]name[:tag], lowercase name)"
+            f"{what}: {value!r} is not a valid image tag ({problem}); expected [registry[:port]/]name[:tag]"
         )
     return value
 

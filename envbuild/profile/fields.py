@@ -24,6 +24,8 @@ from collections.abc import Iterable
 
 from packaging.version import InvalidVersion, Version
 
+from envbuild.imageref import FORM as IMAGE_FORM
+from envbuild.imageref import IMAGE_COMPONENT_RE, image_problem
 from envbuild.secrets import name_reason, value_reason
 
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]*")
@@ -37,22 +39,6 @@ ACCEL_VERSION_RE = re.compile(r"[0-9]{1,2}\.[0-9]{1,2}(?:\.[0-9]{1,3})?")
 BLENDER_VERSION_RE = re.compile(r"[0-9]{1,2}\.[0-9]{1,2}(?:\.[0-9]{1,3})?")
 MODULE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 JSON_KEY_RE = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*")
-
-# Docker reference grammar (distribution/reference, regexp.go).
-_ALNUM = r"[a-z0-9]+"
-_SEP = r"(?:[._]|__|[-]+)"
-_PATH_COMPONENT = rf"{_ALNUM}(?:{_SEP}{_ALNUM})*"
-_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
-_DOMAIN_NAME = rf"{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*"
-_IPV6 = r"\[(?:[a-fA-F0-9:]+)\]"
-_DOMAIN = rf"(?:{_DOMAIN_NAME}|{_IPV6})(?::[0-9]+)?"
-_TAG = r"[\w][\w.-]{0,127}"
-_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
-IMAGE_COMPONENT_RE = re.compile(_PATH_COMPONENT, re.ASCII)
-IMAGE_RE = re.compile(
-    rf"(?P<name>(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)(?::{_TAG})?(?:@{_DIGEST})?",
-    re.ASCII,
-)
 
 RESERVED_ENV = {
     "PATH": "envbuild sets PATH so that the declared venv comes first",
@@ -204,20 +190,10 @@ def check_env_value(value: str) -> str | None:
 
 
 def check_image(value: str) -> str | None:
-    if has_control(value) or not value.isascii():
-        return (
-            f"{_clip(value)!r} is not an image reference: control or non-ASCII characters; "
-            "use [registry[:port]/]namespace/name[:tag][@sha256:digest]"
-        )
-    match = IMAGE_RE.fullmatch(value)
-    if not match:
-        return (
-            f"{value!r} is not a Docker image reference: "
-            "use [registry[:port]/]namespace/name[:tag][@sha256:digest]"
-        )
-    if len(match.group("name")) > 255:
-        return f"image name is longer than 255 characters ({len(match.group('name'))})"
-    return None
+    problem = image_problem(value)
+    if problem is None:
+        return None
+    return f"{_clip(value)!r} is not a Docker image reference ({problem}): use {IMAGE_FORM}"
 
 
 def check_python_version(value: str) -> str | None:

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 from envbuild import __version__
 from envbuild.catalog.order import durations, order_lines, price_sources
 from envbuild.errors import BundleError
+from envbuild.imageref import image_problem
 from envbuild.models import (
     IMAGE_USER,
     LOCK_FORMAT,
@@ -28,7 +29,6 @@ from envbuild.render.lockfile import checked_env
 from envbuild.render.quote import check_plain, docker_str, md, sh
 
 _PYTHON_VERSION = re.compile(r"^3\.\d{1,2}$")
-_IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._/:@-]*$", re.I)
 _FILENAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 PROVISIONS = frozenset({"system", "deadsnakes", "base-image"})
@@ -115,8 +115,11 @@ def dockerfile_view(plan: Plan, command: str) -> DockerfileView:
             f"{profile.path}: python.version: cannot provision Python {plan.python_version} on {plan.os} "
             f"(provisioning {plan.python_provision!r}; envbuild knows {', '.join(sorted(PROVISIONS))})"
         )
-    if not _IMAGE_REF.match(plan.base_image):
-        raise BundleError(f"{profile.path}: base.image: not an image reference: {plan.base_image!r}")
+    problem = image_problem(plan.base_image)
+    if problem is not None:
+        raise BundleError(
+            f"{profile.path}: base.image: {plan.base_image!r} is not an image reference ({problem})"
+        )
     env: list[EnvVar] = []
     for key, value in checked_env(plan).items():
         if not _ENV_KEY.match(key):
