@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import secrets as stdlib_secrets
 import string
-import time
 from pathlib import Path
 
 import pytest
@@ -197,13 +196,12 @@ def test_files_by_name_and_by_content(tmp_path: Path) -> None:
     assert content_reason(google) == "a cloud service-account key"
 
 
-def test_content_scan_is_linear_and_quick() -> None:
-    """A 16 MiB file (binary, or text full of URLs and prefixes) is scanned in well under a second."""
+def test_content_scan_of_prefixes_without_secrets_finds_none() -> None:
+    """16 MiB of random bytes, and of text dense with every format's prefix, hold no secret.
+    (Its speed, linear in the size, is measured by bench/secret_scan.py, not asserted here.)"""
     chunk = b"import x  # https://pytorch.org/docs sk- hf_ ghp_ eyJ AKIA :// -----BEGIN \n"
     for data in (stdlib_secrets.token_bytes(16 << 20), chunk * ((16 << 20) // len(chunk))):
-        started = time.perf_counter()
         assert content_reason(data) is None
-        assert time.perf_counter() - started < 3.0  # ~0.2 s here; generous for a loaded CI machine
 
 
 def test_app_folder_walker_refuses_credentials_and_keys(tmp_path: Path) -> None:

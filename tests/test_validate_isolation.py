@@ -13,7 +13,8 @@ from validate_support import cpu_lock
 from envbuild.validate import run_validation
 from envbuild.validate.probe import PROBES_DIR
 
-UNDER_TEST = {"torch", "triton", "flash_attn", "xformers", "bitsandbytes", "ninja"}
+# bpy and _cycles: Blender's own modules, inside the Blender binary or the bpy wheel under test
+UNDER_TEST = {"torch", "triton", "flash_attn", "xformers", "bitsandbytes", "ninja", "bpy", "_cycles"}
 OPTIONAL_HELPERS = {"packaging", "pip"}  # used when the environment under test has them, else a fallback
 LOCAL = {"_probe_common"}
 
