@@ -96,7 +96,7 @@ def test_failing_step_is_named_with_its_output(docker_client: Any, tiny: Path) -
         assert proc.returncode == 1, proc.stderr
         err = proc.stderr
         assert "wheelhouse holds no wheels, so pip inside the build needs the package index" in err
-        assert "build failed at step 6/16: RUN mkdir -p /opt/venv" in err
+        assert "build failed at step 7/22: RUN mkdir -p /opt/venv" in err
         assert "returned a non-zero code: 2" in err
         assert "  | tiny: about to fail" in err
         assert "  | ls: cannot access '/no/such/dir': No such file or directory" in err
@@ -112,7 +112,7 @@ def test_missing_base_image_fails_at_from(docker_client: Any, tiny: Path) -> Non
             "build", str(tiny), "--tag", tag, "--base-image", f"envbuild/absent:{uuid.uuid4().hex[:8]}"
         )
         assert proc.returncode == 1
-        assert "build failed at step 2/16: FROM ${BASE_IMAGE} AS builder" in proc.stderr
+        assert "build failed at step 3/22: FROM ${BASE_IMAGE} AS builder" in proc.stderr
 
 
 def test_validate_image_without_validator_is_a_clear_error(
