@@ -52,6 +52,7 @@ COMMAND_MODULES = {
     "rebuild": "_image",
     "render": "_render",
     "report": "_validate",
+    "schema": "_profiles",
     "targets": "_catalog",
     "validate": "_validate",
 }

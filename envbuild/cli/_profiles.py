@@ -1,8 +1,9 @@
-"""``envbuild profiles [--json]``: list the built-in profiles."""
+"""``envbuild profiles [--json]``: the built-in profiles; ``envbuild schema``: the profile's JSON Schema."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import click
 
@@ -33,3 +34,28 @@ def profiles_command(as_json: bool) -> None:
         table.add_row(Text(name), Text(kind), Text(text))  # Text: no markup parsing
     Console(soft_wrap=False).print(table)
     click.echo("Use a name with `envbuild check NAME` or `envbuild render NAME`, or a path to a .toml file.")
+
+
+@cli.command("schema")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Write it to this file (default: print it).",
+)
+@handle_errors
+def schema_command(out: Path | None) -> None:
+    """Print the profile's JSON Schema, for TOML editors (taplo: `#:schema ./FILE.schema.json`)."""
+    from envbuild.profile.jsonschema import schema_text
+
+    text = schema_text()
+    if out is None:
+        click.echo(text, nl=False)
+        return
+    from envbuild.errors import UsageError
+
+    try:
+        out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{out}: cannot write the schema: {exc.strerror or exc}") from None
+    click.echo(f"wrote {out}")

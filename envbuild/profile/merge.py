@@ -28,42 +28,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from envbuild.profile.schema import TABLES
+
+# Both derived from the one definition of the profile's keys (:data:`envbuild.profile.schema.TABLES`).
 APPEND = frozenset(
-    {
-        ("python", "packages"),
-        ("python", "requirements"),
-        ("torch", "packages"),
-        ("system", "apt"),
-        ("validate", "extensions"),
-    }
+    (table, key) for table, specs in TABLES.items() for key, spec in specs.items() if spec.append
 )
 
 # Every leaf key of a profile with a model default, for "default" provenance.
-DEFAULT_LEAVES = (
-    "description",
-    "base.os",
-    "base.image",
-    "accelerator.backend",
-    "accelerator.version",
-    "accelerator.targets",
-    "python.version",
-    "python.packages",
-    "python.requirements",
-    "torch.version",
-    "torch.packages",
-    "blender.version",
-    "blender.devices",
-    "blender.source",
-    "system.apt",
-    "resources.gpu_memory_gib",
-    "resources.gpus",
-    "resources.memory_gib",
-    "resources.cpus",
-    "validate.extensions",
-    "validate.compile_extensions",
-    "validate.checkpoint_dir",
-    "app.source",
-)
+DEFAULT_LEAVES = ("description", *(f"{table}.{key}" for table, specs in TABLES.items() for key in specs))
 
 
 @dataclass

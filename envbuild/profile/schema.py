@@ -81,9 +81,18 @@ def _json_key(value: str) -> str | None:
 
 @dataclass(frozen=True)
 class Spec:
+    """One profile key: its type, the check each value must pass, and what the JSON Schema and the merge
+    of ``extends`` need to know.  This table is the one definition of the profile's keys: the merge
+    (:mod:`envbuild.profile.merge`) and ``envbuild schema`` are derived from it, and a test holds the
+    typed model (:class:`envbuild.models.Profile`) to it."""
+
     type: str  # "str", "int", "number", "bool", "list", "strmap", "jsonmap"
     check: Check | None = None  # for lists and maps: applied to each item / value
     unique: bool = False  # lists: an entry listed twice is an error (it would be built or tested twice)
+    doc: str = ""  # one line for editors (JSON Schema description)
+    choices: tuple[str, ...] = ()  # a closed set (JSON Schema enum)
+    bounds: tuple[float, float] | None = None  # inclusive range (JSON Schema minimum/maximum)
+    append: bool = False  # lists: a child's entries are appended to its parent's (else they replace)
 
 
 KIND_CHOICES: tuple[str, ...] = get_args(Kind)
@@ -92,54 +101,94 @@ BACKEND_CHOICES: tuple[str, ...] = get_args(Backend)
 DEVICE_CHOICES: tuple[str, ...] = get_args(BlenderDevice)
 BLENDER_SOURCE_CHOICES: tuple[str, ...] = get_args(BlenderSource)
 
+
+def _choice(
+    valid: tuple[str, ...], what: str, doc: str, *, list_of: bool = False, unique: bool = False
+) -> Spec:
+    return Spec("list" if list_of else "str", _enum(valid, what), unique=unique, doc=doc, choices=valid)
+
+
+def _number(kind: str, low: float, high: float, doc: str, *, strict_low: bool = False) -> Spec:
+    return Spec(kind, _range(low, high, strict_low=strict_low), doc=doc, bounds=(low, high))
+
+
 TOP: dict[str, Spec] = {
-    "name": Spec("str", f.check_profile_name),
-    "kind": Spec("str", _enum(KIND_CHOICES, "kind")),
-    "extends": Spec("str", _extends),
-    "description": Spec("str", lambda v: f.check_text(v, max_len=500)),
+    "name": Spec("str", f.check_profile_name, doc="The profile's name; also the image name envbuild/<name>."),
+    "kind": _choice(KIND_CHOICES, "kind", "The preparation: ubuntu, pytorch, blender or custom."),
+    "extends": Spec("str", _extends, doc="A built-in profile name or a .toml path (relative to this file)."),
+    "description": Spec("str", lambda v: f.check_text(v, max_len=500), doc="One line for the README."),
 }
 TABLES: dict[str, dict[str, Spec]] = {
-    "base": {"os": Spec("str", _enum(OS_CHOICES, "base.os")), "image": Spec("str", f.check_image)},
+    "base": {
+        "os": _choice(OS_CHOICES, "base.os", "The distribution of the image."),
+        "image": Spec("str", f.check_image, doc="A base image to use instead of the derived one."),
+    },
     "accelerator": {
-        "backend": Spec("str", _enum(BACKEND_CHOICES, "backend")),
-        "version": Spec("str", f.check_accel_version),
-        "targets": Spec("list", f.check_target, unique=True),
+        "backend": _choice(BACKEND_CHOICES, "backend", "cuda, rocm or cpu."),
+        "version": Spec("str", f.check_accel_version, doc="CUDA or ROCm version, e.g. '12.8' or '6.3'."),
+        "targets": Spec(
+            "list", f.check_target, unique=True, doc="Card ids (see `envbuild targets`), e.g. ['h100']."
+        ),
     },
     "python": {
-        "version": Spec("str", f.check_python_version),
-        "packages": Spec("list", _requirement),
-        "requirements": Spec("list", f.check_rel_path),
+        "version": Spec("str", f.check_python_version, doc="MAJOR.MINOR, e.g. '3.12'."),
+        "packages": Spec("list", _requirement, doc="Requirement lines (PEP 508, pip options).", append=True),
+        "requirements": Spec(
+            "list", f.check_rel_path, doc="requirements files, relative to this profile.", append=True
+        ),
     },
     "torch": {
-        "version": Spec("str", lambda v: f.check_pep440(v, what="torch version")),
-        "packages": Spec("list", _companion),
+        "version": Spec(
+            "str",
+            lambda v: f.check_pep440(v, what="torch version"),
+            doc="A torch release or series, e.g. '2.7.1'.",
+        ),
+        "packages": Spec(
+            "list", _companion, doc="Companions: torchvision, torchaudio (pinned to match).", append=True
+        ),
     },
     "blender": {
-        "version": Spec("str", f.check_blender_version),
-        "devices": Spec("list", _enum(DEVICE_CHOICES, "Blender device"), unique=True),
-        "source": Spec("str", _enum(BLENDER_SOURCE_CHOICES, "blender.source")),
+        "version": Spec("str", f.check_blender_version, doc="A Blender release, e.g. '4.5.15'."),
+        "devices": _choice(
+            DEVICE_CHOICES, "Blender device", "Cycles devices to render on.", list_of=True, unique=True
+        ),
+        "source": _choice(
+            BLENDER_SOURCE_CHOICES, "blender.source", "official (the tarball) or pypi (the bpy module)."
+        ),
     },
-    "system": {"apt": Spec("list", f.check_apt)},
+    "system": {
+        "apt": Spec("list", f.check_apt, doc="Debian packages, optionally =VERSION.", append=True),
+    },
     "resources": {
-        "gpu_memory_gib": Spec("number", _range(0, 16384, strict_low=True)),
-        "gpus": Spec("int", _range(1, 64)),
-        "memory_gib": Spec("number", _range(0, 65536, strict_low=True)),
-        "cpus": Spec("number", _range(0, 4096, strict_low=True)),
+        "gpu_memory_gib": _number(
+            "number", 0, 16384, "Peak memory the job needs on each GPU, GiB.", strict_low=True
+        ),
+        "gpus": _number("int", 1, 64, "GPUs the job uses at once."),
+        "memory_gib": _number("number", 0, 65536, "Host memory the job needs, GiB.", strict_low=True),
+        "cpus": _number("number", 0, 4096, "CPU cores the job needs.", strict_low=True),
     },
     "validate": {
-        "extensions": Spec("list", f.check_module),
-        "compile_extensions": Spec("bool"),
-        "checkpoint_dir": Spec("str", f.check_rel_path),
+        "extensions": Spec(
+            "list", f.check_module, doc="Modules with compiled extensions to smoke-test.", append=True
+        ),
+        "compile_extensions": Spec("bool", doc="Compile and run a custom C++/CUDA op in validate."),
+        "checkpoint_dir": Spec("str", f.check_rel_path, doc="Where validate's checkpoint round trip writes."),
     },
-    "app": {"source": Spec("str", lambda v: None if v == "." else f.check_rel_path(v))},
+    "app": {
+        "source": Spec(
+            "str",
+            lambda v: None if v == "." else f.check_rel_path(v),
+            doc="The application folder copied into the image ('.' for this profile's folder).",
+        ),
+    },
 }
 CHECK: dict[str, Spec] = {
-    "name": Spec("str", lambda v: f.check_name(v, what="check name")),
-    "run": Spec("list", _argv_item),
-    "timeout_s": Spec("int", _range(1, 86400)),
-    "expect_exit": Spec("int", _range(0, 255)),
-    "expect_files": Spec("list", f.check_rel_path),
-    "expect_json": Spec("jsonmap", None),
+    "name": Spec("str", lambda v: f.check_name(v, what="check name"), doc="The check's name (unique)."),
+    "run": Spec("list", _argv_item, doc="The command, as an argument list."),
+    "timeout_s": _number("int", 1, 86400, "Seconds before the check is killed."),
+    "expect_exit": _number("int", 0, 255, "The exit status it must return."),
+    "expect_files": Spec("list", f.check_rel_path, doc="Files it must leave behind."),
+    "expect_json": Spec("jsonmap", None, doc="'FILE.json:dotted.key' = expected value."),
 }
 TYPE_WORDS = {
     "str": "a string",
