@@ -40,7 +40,7 @@ from envbuild.plan.abi_data import (
 from envbuild.plan.context import Context
 from envbuild.plan.findings import Findings
 from envbuild.plan.packages import FAMILY
-from envbuild.plan.versions import applies_on_image, parse_requirement, wheel_filename
+from envbuild.plan.versions import applies_on_image, line_requirement, wheel_filename
 
 
 def _row(rows: Iterable[TorchRequirement | TorchaoRelease | FlashAttnRelease], version: Version) -> int:
@@ -170,7 +170,7 @@ def check_abi(ctx: Context, out: Findings) -> None:
         python=ctx.python,
     )
     for line in ctx.requirements:
-        req = parse_requirement(line)
+        req = line_requirement(line)
         if req is None or not applies_on_image(req, ctx.python) or canonicalize_name(req.name) in FAMILY:
             continue
         name = canonicalize_name(req.name)

@@ -17,7 +17,7 @@ from envbuild.plan.findings import Findings
 from envbuild.plan.versions import (
     applies_on_image,
     is_sdist_or_vcs,
-    parse_requirement,
+    line_requirement,
     wheel_problem,
     wheel_project,
     wheel_version,
@@ -345,7 +345,7 @@ def _user_line(
     wanted: dict[str, str],
 ) -> bool:
     """Check a user requirement naming a torch-family package; False when a pin supersedes it."""
-    req = parse_requirement(line)
+    req = line_requirement(line)
     if req is None or not applies_on_image(req, ctx.python):
         return True
     name = canonicalize_name(req.name)
@@ -431,7 +431,7 @@ def check_requirement_urls(ctx: Context, out: Findings) -> tuple[bool, bool]:
             )
         if line.kind == "option":
             _check_torch_index(ctx, out, line)
-        req = parse_requirement(line)
+        req = line_requirement(line)
         if req is None:
             continue
         if not req.url or not applies_on_image(req, ctx.python):
@@ -457,7 +457,7 @@ def check_requirement_urls(ctx: Context, out: Findings) -> tuple[bool, bool]:
 
 def _applies(ctx: Context, line: RequirementLine) -> bool:
     """False for a requirement whose marker excludes the image (pip skips it, hashes or not)."""
-    req = parse_requirement(line)
+    req = line_requirement(line)
     return req is None or applies_on_image(req, ctx.python)
 
 
@@ -495,7 +495,7 @@ def check_declared_pins(ctx: Context, out: Findings) -> None:
     for line in ctx.requirements:
         if line.kind != "requirement":
             continue
-        req = parse_requirement(line)
+        req = line_requirement(line)
         if req is None or req.url or not applies_on_image(req, ctx.python):
             continue
         lines.setdefault(canonicalize_name(req.name), []).append((line, req))

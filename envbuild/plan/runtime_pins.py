@@ -14,7 +14,7 @@ from packaging.utils import canonicalize_name
 
 from envbuild.plan.context import Context, cite
 from envbuild.plan.findings import Findings
-from envbuild.plan.versions import applies_on_image, parse_requirement
+from envbuild.plan.versions import applies_on_image, line_requirement
 
 _NVIDIA = re.compile(r"^nvidia-[a-z0-9-]+?-cu(\d+)$")
 
@@ -23,7 +23,7 @@ def check_nvidia_pins(ctx: Context, out: Findings) -> None:
     if ctx.patch is None:
         return
     for line in ctx.requirements:
-        req = parse_requirement(line)
+        req = line_requirement(line)
         if req is None:
             continue
         match = _NVIDIA.match(canonicalize_name(req.name))

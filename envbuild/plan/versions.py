@@ -154,8 +154,9 @@ def marker_env(python: str, machine: str = "x86_64") -> dict[str, str]:
     }
 
 
-def parse_requirement(line: RequirementLine) -> Requirement | None:
-    """The PEP 508 requirement on a requirement line; None for options, includes, or unparsable text."""
+def line_requirement(line: RequirementLine) -> Requirement | None:
+    """The PEP 508 requirement of a line the loader already checked (the one parser of requirement text
+    is :func:`envbuild.profile.pep508.parse_requirement`); None for options, includes, unparsable text."""
     if line.kind != "requirement":
         return None
     try:
