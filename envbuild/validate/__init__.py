@@ -46,7 +46,7 @@ from envbuild.validate.model import FirstFailure, LockRef, Report, StageResult
 from envbuild.validate.probe import kill_current
 from envbuild.validate.report import discard_run_dir, new_run_dir, write_report
 from envbuild.validate.runfolder import StaleRun, clear_env, finish_run, settle_stale_runs, start_run
-from envbuild.validate.stages import STAGE_NAMES, Context, Interrupted, run_stages, select_stages
+from envbuild.validate.stages import STAGE_NAMES, Interrupted, StageContext, run_stages, select_stages
 from envbuild.validate.verify import diff_reports, load_report, verify_report
 from envbuild.validate.worker import kill_workers
 
@@ -135,7 +135,7 @@ def run_validation(
         workdir = default_workdir(lock_obj, bundle)
     elif not workdir.is_dir():
         raise UsageError(f"--workdir {workdir}: not a directory")
-    ctx = Context(
+    ctx = StageContext(
         lock=lock_obj,
         python=interpreter,
         workdir=workdir.resolve(),
@@ -196,7 +196,7 @@ def _build_report(
     raw_lock: bytes,
     lock: Lock,
     interpreter: str,
-    ctx: Context,
+    ctx: StageContext,
     outcome: Any,
     started: datetime,
     t0: float,

@@ -121,7 +121,7 @@ class Interrupted(Exception):
 
 
 @dataclass
-class Context:
+class StageContext:
     lock: Lock
     python: str
     workdir: Path
@@ -160,7 +160,7 @@ class ProbeFailed(Exception):
 
 
 def probe(
-    ctx: Context,
+    ctx: StageContext,
     stage: str,
     name: str,
     args: dict[str, Any],
@@ -178,7 +178,7 @@ def probe(
     return probe_data(ctx, stage, name, out)
 
 
-def probe_data(ctx: Context, stage: str, name: str, out: ProbeResult) -> dict[str, Any]:
+def probe_data(ctx: StageContext, stage: str, name: str, out: ProbeResult) -> dict[str, Any]:
     """A probe's data, or :class:`ProbeFailed` with the stage's result when it misbehaved."""
     if out.outcome == "ok":
         return out.data
@@ -198,24 +198,24 @@ def probe_data(ctx: Context, stage: str, name: str, out: ProbeResult) -> dict[st
     raise ProbeFailed(StageResult(stage=stage, status=status, facts=facts, error=out.reason, hint=hint))
 
 
-def _interpreter(ctx: Context) -> StageResult:
+def _interpreter(ctx: StageContext) -> StageResult:
     data = probe(ctx, "interpreter", "interpreter", {})
     return decide.decide_interpreter(ctx.lock, data, ctx.python_chosen_by)
 
 
-def _os(ctx: Context) -> StageResult:
+def _os(ctx: StageContext) -> StageResult:
     data = probe(ctx, "os", "os", {})
     if data.get("os_release"):
         ctx.raw["os-release"] = str(data["os_release"])
     return decide.decide_os(ctx.lock, data)
 
 
-def _container(ctx: Context) -> StageResult:
+def _container(ctx: StageContext) -> StageResult:
     # read by the validator's own process: same user, limits and devices as the job in this container
     return container.decide_container(ctx.lock, container.collect(ctx.lock))
 
 
-def _packages(ctx: Context) -> StageResult:
+def _packages(ctx: StageContext) -> StageResult:
     data = probe(ctx, "packages", "packages", {})
     names, installed = data.get("names", {}), data.get("installed", {})
     ctx.raw["pip-freeze.txt"] = "".join(f"{names.get(k, k)}=={v}\n" for k, v in sorted(installed.items()))
@@ -227,7 +227,7 @@ def _packages(ctx: Context) -> StageResult:
 TORCH_STAGES = frozenset({"devices", "compute", "extensions", "memory", "checkpoint"})
 
 
-def _accelerator(ctx: Context) -> StageResult:
+def _accelerator(ctx: StageContext) -> StageResult:
     if ctx.lock.torch_version is None:
         tools = ctx.gpu_tools()
         count = tools.nvml_device_count or max((len(v.gpus) for v in tools.views), default=0)
@@ -252,23 +252,23 @@ def _accelerator(ctx: Context) -> StageResult:
     return res
 
 
-def _devices(ctx: Context) -> StageResult:
+def _devices(ctx: StageContext) -> StageResult:
     if not ctx.gpu:
         return gpu.decide_devices(ctx.lock, {}, [])
     data = probe(ctx, "devices", "devices", {}, warm=True)
     return gpu.decide_devices(ctx.lock, data, ctx.gpu_tools().views, ctx.restricted)
 
 
-def _devices_list(ctx: Context) -> list[str]:
+def _devices_list(ctx: StageContext) -> list[str]:
     return [f"cuda:{i}" for i in range(ctx.device_count)] if ctx.gpu else ["cpu"]
 
 
-def _compute(ctx: Context) -> StageResult:
+def _compute(ctx: StageContext) -> StageResult:
     data = probe(ctx, "compute", "compute", {"devices": _devices_list(ctx)}, warm=True)
     return decide_work.decide_compute(data)
 
 
-def _extensions(ctx: Context) -> StageResult:
+def _extensions(ctx: StageContext) -> StageResult:
     args = {
         "backend": ctx.lock.backend,
         "compile": ctx.lock.compile_extensions,
@@ -277,7 +277,7 @@ def _extensions(ctx: Context) -> StageResult:
     return decide_work.decide_extensions(ctx.lock, probe(ctx, "extensions", "extensions", args))
 
 
-def _memory(ctx: Context) -> StageResult:
+def _memory(ctx: StageContext) -> StageResult:
     if not ctx.gpu:
         return decide_work.decide_memory_cpu(ctx.lock, mem_available_bytes())
     need = decide_work.memory_need_bytes(ctx.lock)
@@ -289,7 +289,7 @@ def _memory(ctx: Context) -> StageResult:
     return decide_work.decide_memory_gpu(ctx.lock, data)
 
 
-def _checkpoint(ctx: Context) -> StageResult:
+def _checkpoint(ctx: StageContext) -> StageResult:
     directory = Path(ctx.lock.checkpoint_dir)
     if not directory.is_absolute():
         directory = ctx.workdir / directory
@@ -308,7 +308,7 @@ def _checkpoint(ctx: Context) -> StageResult:
     return decide_work.decide_checkpoint(save, resume, device)
 
 
-def _blender(ctx: Context) -> StageResult:
+def _blender(ctx: StageContext) -> StageResult:
     if not ctx.lock.blender_version:
         return decide.skipped("blender", "the lock declares no Blender: not applicable")
     out_dir = blender.temp_dir()
@@ -324,13 +324,13 @@ def _blender(ctx: Context) -> StageResult:
     return blender.decide_blender(ctx.lock, data, ctx.gpu_tools() if wants_gpu else None)
 
 
-def check_specs(ctx: Context) -> tuple[CheckSpec, ...]:
+def check_specs(ctx: StageContext) -> tuple[CheckSpec, ...]:
     """The lock's checks as they run: a bare ``python`` / ``python3`` / ``pythonX.Y`` as argv[0] is
     the interpreter under test."""
     return tuple(c.model_copy(update={"run": interp.check_argv(c.run, ctx.python)}) for c in ctx.lock.checks)
 
 
-def _checks(ctx: Context) -> StageResult:
+def _checks(ctx: StageContext) -> StageResult:
     env = interp.check_env(ctx.python, os.environ)
     path = env["PATH"]
     res = checks.run_checks(
@@ -346,7 +346,7 @@ def _checks(ctx: Context) -> StageResult:
     return res.model_copy(update={"facts": shown})
 
 
-RUNNERS: dict[str, Callable[[Context], StageResult]] = {
+RUNNERS: dict[str, Callable[[StageContext], StageResult]] = {
     "interpreter": _interpreter,
     "os": _os,
     "container": _container,
@@ -362,7 +362,7 @@ RUNNERS: dict[str, Callable[[Context], StageResult]] = {
 }
 
 
-def _run_one(ctx: Context, name: str) -> StageResult:
+def _run_one(ctx: StageContext, name: str) -> StageResult:
     start = time.monotonic()
     try:
         if name in TORCH_STAGES and ctx.lock.torch_version is None:
@@ -391,7 +391,7 @@ class RunOutcome:
     interrupted: str | None  # signal name
 
 
-def learn_facts(ctx: Context, res: StageResult) -> None:
+def learn_facts(ctx: StageContext, res: StageResult) -> None:
     """Record which :data:`FACTS` a finished stage established, or showed to be missing."""
     why = f"stage '{res.stage}' {res.status.replace('_', ' ')}" + (f": {res.error}" if res.error else "")
     if res.stage == "interpreter":
@@ -408,7 +408,7 @@ def learn_facts(ctx: Context, res: StageResult) -> None:
         ctx.facts["devices"] = (seen, why)
 
 
-def missing_fact(ctx: Context, spec: StageSpec) -> str | None:
+def missing_fact(ctx: StageContext, spec: StageSpec) -> str | None:
     """Why ``spec`` cannot run: the first fact it requires that a stage showed to be missing.
 
     A fact nobody established (its stage was not selected) is not missing: the stage finds out.
@@ -432,7 +432,7 @@ BACKGROUND_AFTER = {"packages": "checks"}
 class Background:
     """Stages running in threads; a stage the run will not reach is cancelled and its processes killed."""
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: StageContext) -> None:
         self.ctx = ctx
         self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="envbuild-stage")
         self.futures: dict[str, Future[StageResult]] = {}
@@ -472,7 +472,7 @@ class Background:
         self.pool.shutdown(wait=True)
 
 
-def start_workers(ctx: Context, selected: list[str]) -> None:
+def start_workers(ctx: StageContext, selected: list[str]) -> None:
     """Start the warm worker (and the resume's fresh process) with the run, so torch imports meanwhile."""
     if not ctx.use_worker or ctx.lock.torch_version is None:
         return
@@ -485,7 +485,7 @@ def start_workers(ctx: Context, selected: list[str]) -> None:
 
 
 def run_stages(
-    ctx: Context,
+    ctx: StageContext,
     selected: list[str],
     keep_going: bool,
     on_result: Callable[[StageResult], None] | None = None,
