@@ -20,9 +20,9 @@ import uuid
 from contextlib import suppress
 from pathlib import Path
 
-from envbuild.build.engine import docker_client
-from envbuild.build.fetch import fetch
-from envbuild.build.image import BuildResult, build_image
+from envbuild.image.build import BuildResult, build_image
+from envbuild.image.engine import docker_client
+from envbuild.image.fetch import fetch
 
 NAIVE_DOCKERFILE = """\
 # The naive way: one stage, the wheelhouse copied in, tools left installed, pip's defaults.

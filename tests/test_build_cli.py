@@ -118,7 +118,7 @@ def test_bad_build_arguments_exit_2_before_any_work(tiny: Path, args: list[str],
 def test_profile_cache_folder_follows_the_rendered_bundle(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from envbuild.build.cache import render_cached, resolve_source
+    from envbuild.image.cache import render_cached, resolve_source
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     first, result = resolve_source("ubuntu", ())
@@ -138,8 +138,8 @@ def test_profile_cache_folder_follows_the_rendered_bundle(
 
 
 def test_unwritable_build_log_is_a_usage_error(tiny: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from envbuild.build import image
     from envbuild.errors import BundleError
+    from envbuild.image import build as image
 
     blocked = tiny / "Dockerfile" / "build-x-1.log"  # under a file: cannot be created
     monkeypatch.setattr(image, "log_path_for", lambda bundle, tag: blocked)

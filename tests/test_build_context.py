@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from build_support import make_ca
 
-from envbuild.build.certs import load_ca_cert, load_ca_certs
-from envbuild.build.context import FIXED_MTIME, write_context
-from envbuild.build.fetch import write_sha256sums
 from envbuild.errors import BundleError, UsageError
+from envbuild.image.certs import load_ca_cert, load_ca_certs
+from envbuild.image.context import FIXED_MTIME, write_context
+from envbuild.image.fetch import write_sha256sums
 
 TINY = Path(__file__).parent / "data" / "bundles" / "tiny"
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from build_support import envbuild, make_ca, temporary_tag
 
-from envbuild.build.fetch import fetch
-from envbuild.build.image import build_image
+from envbuild.image.build import build_image
+from envbuild.image.fetch import fetch
 
 pytestmark = pytest.mark.docker
 BASE_IMAGE = os.environ.get("ENVBUILD_TEST_BASE_IMAGE", "envbuild/debian:12")

@@ -17,9 +17,9 @@ import pytest
 from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import parse_wheel_filename
 
-from envbuild.build.fetch import LockFailed, fetch, platform_tags
-from envbuild.build.selfwheel import build_self_wheel
 from envbuild.errors import BundleError, LockError
+from envbuild.image.fetch import LockFailed, fetch, platform_tags
+from envbuild.image.selfwheel import build_self_wheel
 
 TINY = Path(__file__).parent / "data" / "bundles" / "tiny"
 
@@ -125,7 +125,7 @@ def test_self_wheel_is_deterministic_and_complete(tmp_path: Path) -> None:
     assert one == two
     with zipfile.ZipFile(io.BytesIO(one)) as archive:
         names = set(archive.namelist())
-        assert {"envbuild/__init__.py", "envbuild/cli/__init__.py", "envbuild/build/run.py"} <= names
+        assert {"envbuild/__init__.py", "envbuild/cli/__init__.py", "envbuild/image/run.py"} <= names
         assert any(n.startswith("envbuild/_data/templates/dockerfiles/") for n in names)
         assert not any("__pycache__" in n for n in names)
         record = archive.read("envbuild-0.1.0.dist-info/RECORD").decode()

@@ -21,8 +21,8 @@ from pathlib import Path
 import dockerfile
 import pytest
 
-from envbuild.build.fetch import fetch_blender
 from envbuild.errors import BuildError, UsageError
+from envbuild.image.fetch import fetch_blender
 from envbuild.models import Lock
 from envbuild.plan import check
 from envbuild.profile import load_profile

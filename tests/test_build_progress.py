@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from envbuild.build.image import _failure_message
-from envbuild.build.progress import BuildStream
+from envbuild.image.build import _failure_message
+from envbuild.image.progress import BuildStream
 
 STREAMS = Path(__file__).parent / "data" / "build-streams"
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from envbuild.build.imagediff import diff_files, format_diff
-from envbuild.build.record import Record, read_record, read_saved_image
 from envbuild.errors import BuildError, BundleError
+from envbuild.image.diff import diff_files, format_diff
+from envbuild.image.record import Record, read_record, read_saved_image
 
 Member = tuple[str, str, bytes | str | None, int]  # (name, kind, content or link target, mode)
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from envbuild.build.refs import check_image_ref, check_network, check_tag, slug
-from envbuild.build.run import parse_gpus
 from envbuild.errors import UsageError
+from envbuild.image.refs import check_image_ref, check_network, check_tag, slug
+from envbuild.image.run import parse_gpus
 
 
 @pytest.mark.parametrize(

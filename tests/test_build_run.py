@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from envbuild.build.run import device_options, extract_runs
 from envbuild.errors import BuildError
+from envbuild.image.run import device_options, extract_runs
 from envbuild.models import read_lock
 
 LOCK = read_lock(Path(__file__).parent / "data" / "bundles" / "tiny" / "envbuild.lock.json")

@@ -23,7 +23,7 @@ import pytest
 from build_support import envbuild, temporary_tag
 from conftest import BASE_IMAGE
 
-from envbuild.build.run import lock_run_options, run_command
+from envbuild.image.run import lock_run_options, run_command
 from envbuild.models import Lock
 
 

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from build_support import envbuild
 
-from envbuild.build.run import (
+from envbuild.errors import UsageError
+from envbuild.image.run import (
     REFUSED_DOCKER_ARGS,
     apply_docker_args,
     device_options,
@@ -25,7 +26,6 @@ from envbuild.build.run import (
     run_command,
     run_options,
 )
-from envbuild.errors import UsageError
 from envbuild.models import Lock
 from envbuild.validate.container import (
     GIB,
@@ -480,7 +480,7 @@ class _FakeClient:
 def test_validate_image_creates_the_container_from_the_one_rule(
     backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from envbuild.build import run
+    from envbuild.image import run
 
     monkeypatch.setattr(run, "host_group_ids", lambda: ("110", "44"))  # this host's nodes, as read
     client = _FakeClient(lock(backend=backend, memory_gib=16.0))

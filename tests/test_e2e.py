@@ -36,7 +36,7 @@ from typing import Any
 import pytest
 from build_support import envbuild, make_ca, temporary_tag
 
-from envbuild.build.refs import slug
+from envbuild.image.refs import slug
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

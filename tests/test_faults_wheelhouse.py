@@ -101,8 +101,8 @@ def test_fetch_into_a_full_disk_names_the_file_and_leaves_nothing_half_written(
 
 
 def test_sha256sums_on_a_full_disk_keeps_the_previous_list(tmp_path: Path) -> None:
-    from envbuild.build.fetch import write_sha256sums
     from envbuild.errors import BuildError
+    from envbuild.image.fetch import write_sha256sums
 
     with small_tmpfs(tmp_path / "disk", 64) as disk:
         (disk / "a-1.0-py3-none-any.whl").write_bytes(b"a wheel stand-in, written by hand")

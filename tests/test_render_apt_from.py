@@ -10,7 +10,7 @@ from pathlib import Path
 
 from build_support import envbuild
 
-from envbuild.build.record import AptPackage, ImageFiles, Record
+from envbuild.image.record import AptPackage, ImageFiles, Record
 
 
 def write_record(path: Path, apt: dict[str, str]) -> Path:

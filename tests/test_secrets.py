@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from build_support import make_ca
 
-from envbuild.build.certs import load_ca_cert
 from envbuild.errors import BundleError, UsageError
+from envbuild.image.certs import load_ca_cert
 from envbuild.profile.appdir import collect_app
 from envbuild.profile.fields import check_env_key, check_env_value
 from envbuild.secrets import (
@@ -285,7 +285,7 @@ def test_write_context_rechecks_before_writing(rendered: Path, tmp_path: Path) -
     import io
     import shutil
 
-    from envbuild.build.context import write_context
+    from envbuild.image.context import write_context
 
     bundle = tmp_path / "b"
     shutil.copytree(rendered, bundle)
@@ -304,7 +304,7 @@ def test_ca_cert_with_an_old_dockerfile_needs_a_rerender_or_keep(rendered: Path,
     """A bundle rendered before the CA-selection stages would keep the CA: refused unless --keep-ca-cert."""
     import shutil
 
-    from envbuild.build.image import build_args, build_image
+    from envbuild.image.build import build_args, build_image
 
     bundle = tmp_path / "old"
     shutil.copytree(rendered, bundle)

@@ -1,4 +1,4 @@
-"""Commands ``envbuild fetch`` and ``envbuild build`` (see :mod:`envbuild.build`)."""
+"""Commands ``envbuild fetch`` and ``envbuild build`` (see :mod:`envbuild.image`)."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def fetch_command(
 ) -> None:
     """Download exactly the files BUNDLE's lock names (locking it first if needed), checking each hash;
     with an official Blender, its tarball too."""
-    from envbuild.build.fetch import fetch
+    from envbuild.image.fetch import fetch
 
     result = fetch(
         bundle,
@@ -132,12 +132,12 @@ def build_command(
     find_links: tuple[str, ...],
 ) -> None:
     """Build BUNDLE_OR_PROFILE (a rendered bundle, a built-in profile or a .toml) into an image."""
-    from envbuild.build.cache import render_cached, resolve_source
-    from envbuild.build.context import check_bundle, check_context
-    from envbuild.build.engine import api_client
-    from envbuild.build.fetch import fetch
-    from envbuild.build.image import build_image, check_build_args
-    from envbuild.build.wheelhouse import verify_wheelhouse
+    from envbuild.image.build import build_image, check_build_args
+    from envbuild.image.cache import render_cached, resolve_source
+    from envbuild.image.context import check_bundle, check_context
+    from envbuild.image.engine import api_client
+    from envbuild.image.fetch import fetch
+    from envbuild.image.wheelhouse import verify_wheelhouse
 
     check_build_args(tag, base_image, network, ca_certs)  # before rendering, fetching or the engine
     bundle, result = resolve_source(bundle_or_profile, targets)
@@ -196,8 +196,8 @@ def build_command(
 
 def _say_run_line(bundle: Path, tag: str) -> None:
     """The recommended ``docker run`` line for the built image (the README's, from the same rule)."""
-    from envbuild.build.run import run_command
     from envbuild.errors import LockError
+    from envbuild.image.run import run_command
     from envbuild.models import read_lock
 
     try:
@@ -214,8 +214,8 @@ def validate_image_command(
 
     Returns the in-container validator's exit code.
     """
-    from envbuild.build.run import validate_image
     from envbuild.errors import UsageError
+    from envbuild.image.run import validate_image
 
     if opts.lock is not None or opts.python is not None:
         raise UsageError("--image uses the lock and interpreter inside the image; drop --lock/--python")

@@ -1,4 +1,4 @@
-"""``envbuild image diff|record`` and ``envbuild rebuild BUNDLE --verify`` (see :mod:`envbuild.build.record`).
+"""``envbuild image diff|record`` and ``envbuild rebuild BUNDLE --verify`` (see :mod:`envbuild.image.record`).
 
 Exit 0 when the images are identical on content (after the documented noise), 1 when they differ,
 2 for bad input, 3 when the engine cannot be reached.
@@ -19,7 +19,7 @@ from envbuild.cli import cli, handle_errors
 from envbuild.errors import EXIT_FINDINGS, EXIT_OK
 
 if TYPE_CHECKING:
-    from envbuild.build.record import ImageFiles, Record
+    from envbuild.image.record import ImageFiles, Record
 
 _BASE_ARG = re.compile(r"^ARG BASE_IMAGE=(\S+)\s*$", re.MULTILINE)
 
@@ -41,7 +41,7 @@ def bundle_base_image(bundle: Path, override: str | None) -> str | None:
 
 def write_record(api: Any, bundle: Path, tag: str, base_image: str | None, path: Path | None) -> Record:
     """Record the image ``tag`` just built from ``bundle`` and write it (default beside the build log)."""
-    from envbuild.build.record import record_image, record_path_for
+    from envbuild.image.record import record_image, record_path_for
 
     started = time.monotonic()
     record = record_image(api, tag, bundle=bundle, base_image=bundle_base_image(bundle, base_image))
@@ -56,7 +56,7 @@ def write_record(api: Any, bundle: Path, tag: str, base_image: str | None, path:
 
 def _side(api_holder: list[Any], ref: str) -> tuple[str, ImageFiles]:
     """A build record (a file) or an image in the engine, as its files."""
-    from envbuild.build.record import image_files, read_record
+    from envbuild.image.record import image_files, read_record
 
     path = Path(ref)
     if path.suffix == ".json" or path.is_file():
@@ -67,7 +67,7 @@ def _side(api_holder: list[Any], ref: str) -> tuple[str, ImageFiles]:
         record = read_record(path)
         return f"{ref} (record of {record.tag})", record.files
     if not api_holder:
-        from envbuild.build.engine import api_client
+        from envbuild.image.engine import api_client
 
         api_holder.append(api_client())
     files, _, image_id = image_files(api_holder[0], ref)
@@ -75,7 +75,7 @@ def _side(api_holder: list[Any], ref: str) -> tuple[str, ImageFiles]:
 
 
 def _report(a_name: str, a: ImageFiles, b_name: str, b: ImageFiles, as_json: bool, limit: int) -> int:
-    from envbuild.build.imagediff import diff_files, format_diff
+    from envbuild.image.diff import diff_files, format_diff
 
     diff = diff_files(a, b, a_name=a_name, b_name=b_name)
     if as_json:
@@ -122,8 +122,8 @@ def image_diff(a: str, b: str, as_json: bool, limit: int) -> None:
 @handle_errors
 def image_record(image: str, out: Path, bundle: Path | None, base_image: str | None) -> None:
     """Write the build record of IMAGE (an image in the engine) to --out."""
-    from envbuild.build.engine import api_client
-    from envbuild.build.record import record_image
+    from envbuild.image.engine import api_client
+    from envbuild.image.record import record_image
 
     api = api_client()
     base = bundle_base_image(bundle, base_image) if bundle is not None else base_image
@@ -180,9 +180,9 @@ def rebuild_command(
     quiet: bool,
 ) -> None:
     """Rebuild BUNDLE without the cache and record it; with --verify, prove it equal to the first build."""
-    from envbuild.build.engine import api_client
-    from envbuild.build.image import build_image
-    from envbuild.build.record import read_record
+    from envbuild.image.build import build_image
+    from envbuild.image.engine import api_client
+    from envbuild.image.record import read_record
 
     reference = read_record(reference_record(bundle, against)) if verify or tag is None else None
     if base_image is None and reference is not None:

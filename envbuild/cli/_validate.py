@@ -1,7 +1,7 @@
 """Commands: ``envbuild validate``, ``envbuild report verify DIR``, ``envbuild report diff A B``.
 
 ``validate_command`` is the plain function behind ``envbuild validate``; another command (the
-``--image`` variant in envbuild/build/) can wrap it or call :func:`envbuild.validate.run_validation`.
+``--image`` variant in envbuild/image/) can wrap it or call :func:`envbuild.validate.run_validation`.
 """
 
 from __future__ import annotations
@@ -171,7 +171,7 @@ def validate_cmd(
 ) -> None:
     """Check this machine against the lock, stage by stage, and write a verifiable report."""
     opts = ValidateOptions(lock, python, out, stages, keep_going, as_json, workdir, timeouts)
-    if image is not None or gpus is not None or docker_args:  # --image TAG: see envbuild/build/run.py
+    if image is not None or gpus is not None or docker_args:  # --image TAG: see envbuild/image/run.py
         from envbuild.cli._build import validate_image_command
 
         if image is None:

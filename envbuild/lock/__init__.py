@@ -38,7 +38,7 @@ def lock_bundle(
     say: Callable[[str], None] = lambda _: None,
 ) -> LockOutcome:
     """Resolve ``bundle`` and, when every finding allows it, rewrite its requirements and lock."""
-    from envbuild.build.context import check_bundle
+    from envbuild.image.context import check_bundle
     from envbuild.lock.write import write_locked
 
     started = time.monotonic()

@@ -58,7 +58,7 @@ def apt_versions_from_record(path: str, plan: Plan) -> tuple[tuple[tuple[str, st
     A version that is not a Debian version is refused."""
     from pathlib import Path
 
-    from envbuild.build.record import read_record
+    from envbuild.image.record import read_record
 
     record = read_record(Path(path))
     found = {a.name: a.version for a in record.files.apt}

@@ -27,7 +27,7 @@ timestamps). It is computed from the `docker save` stream without holding a laye
   Python distribution.
 - `envbuild image diff A B [--json]` compares any two images or records. Differences are classed as
   package versions, file content, or metadata only (mode, uid, gid). A short list of paths is noise by
-  nature and is not compared; `envbuild.build.imagediff.NOISE` gives the reason for each.
+  nature and is not compared; `envbuild.image.diff.NOISE` gives the reason for each.
 - Every stage of the Dockerfile sets `SOURCE_DATE_EPOCH` (315532800, 1980-01-01), so pip's and Debian's
   byte-compilation write hash-based `.pyc` files; the apt step removes its indexes, logs, the ldconfig
   auxiliary cache and dpkg's backups. Two builds of one bundle then compare equal on content.

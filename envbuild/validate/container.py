@@ -7,7 +7,7 @@ opened for reading and writing; the memlock, nofile and stack limits; the cgroup
 and CPU limits against the lock's ``resources``.  :func:`decide_container` is pure: every failure
 names the ``docker run`` flag that fixes it.
 
-The rules (also used by :mod:`envbuild.build.run` to write the run commands, so the command the
+The rules (also used by :mod:`envbuild.image.run` to write the run commands, so the command the
 README gives passes these checks):
 
 - ``/dev/shm`` of at least :data:`SHM_MIN_BYTES` (1 GiB).  PyTorch's DataLoader workers hand every
@@ -61,7 +61,7 @@ _NVIDIA_GPU = re.compile(r"^nvidia\d+$")
 _RENDER = re.compile(r"^renderD\d+$")
 
 
-# -- the run-command rules (shared with envbuild.build.run) -----------------------------------------
+# -- the run-command rules (shared with envbuild.image.run) -----------------------------------------
 
 
 def shm_size_gib(memory_gib: float | None) -> int | None:

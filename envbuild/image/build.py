@@ -1,6 +1,6 @@
 """``envbuild build``: build a bundle into an image with the classic builder, through the docker SDK.
 
-The context is assembled deterministically (:mod:`envbuild.build.context`) into a temporary file and
+The context is assembled deterministically (:mod:`envbuild.image.context`) into a temporary file and
 streamed to the engine; progress is shown live; the full log is saved beside the bundle as
 ``build-<tag>.log``.  A failure names the failing step, shows the tail of its output and raises
 :class:`BuildError` (exit 1).  An engine that stops mid-build (the stream breaks off and a ping gets
@@ -9,7 +9,7 @@ log's last line; the tag is not moved (the classic builder tags only a finished 
 tags nothing itself).  Nothing secret is ever passed as a build argument: the only ones are
 ``BASE_IMAGE`` and ``FINAL_CA=envbuild-ca`` (``--keep-ca-cert``: the final image keeps the
 ``--ca-cert`` certificates, which otherwise trust apt and pip in the build stages only).  The context
-is re-checked for secrets before the engine sees it (:func:`envbuild.build.context.check_context`).
+is re-checked for secrets before the engine sees it (:func:`envbuild.image.context.check_context`).
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envbuild.build.certs import CaCert, load_ca_certs
-from envbuild.build.context import ContextInfo, check_bundle, write_context
-from envbuild.build.engine import HOW_TO_START, api_client, engine_address, engine_answers
-from envbuild.build.progress import BuildStream, Step, rich_progress
-from envbuild.build.refs import check_image_ref, check_network, check_tag, slug
-from envbuild.build.wheelhouse import verify_wheelhouse
 from envbuild.errors import BuildError, BundleError, EngineUnavailable
+from envbuild.image.certs import CaCert, load_ca_certs
+from envbuild.image.context import ContextInfo, check_bundle, write_context
+from envbuild.image.engine import HOW_TO_START, api_client, engine_address, engine_answers
+from envbuild.image.progress import BuildStream, Step, rich_progress
+from envbuild.image.refs import check_image_ref, check_network, check_tag, slug
+from envbuild.image.wheelhouse import verify_wheelhouse
 
 SPOOL_BYTES = 64 << 20
 FINAL_CA_STAGE = "AS envbuild-final-ca"  # in a Dockerfile whose final stage can leave certs/ out

@@ -13,8 +13,8 @@ Public API (plain functions; the CLI in ``envbuild/cli/_build.py`` only wraps th
 
 from __future__ import annotations
 
-from envbuild.build.fetch import FetchResult, fetch
-from envbuild.build.image import BuildResult, build_image
-from envbuild.build.run import ImageRun, validate_image
+from envbuild.image.build import BuildResult, build_image
+from envbuild.image.fetch import FetchResult, fetch
+from envbuild.image.run import ImageRun, validate_image
 
 __all__ = ["BuildResult", "FetchResult", "ImageRun", "build_image", "fetch", "validate_image"]

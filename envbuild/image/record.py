@@ -17,7 +17,7 @@ What the record holds (``format`` 1):
   different image ids.
 
 Ownership (which dpkg package or Python distribution installed a path, from ``*.list`` and
-``RECORD``) is kept too, so that a difference can be attributed (:mod:`envbuild.build.imagediff`).
+``RECORD``) is kept too, so that a difference can be attributed (:mod:`envbuild.image.diff`).
 """
 
 from __future__ import annotations
@@ -488,6 +488,6 @@ def record_image(api: Any, image: str, *, bundle: Path | None, base_image: str |
 
 
 def record_path_for(bundle: Path, tag: str) -> Path:
-    from envbuild.build.refs import slug
+    from envbuild.image.refs import slug
 
     return bundle / f"build-{slug(tag)}.record.json"

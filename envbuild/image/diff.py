@@ -19,7 +19,7 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
-from envbuild.build.record import FileEntry, ImageFiles, owner_key
+from envbuild.image.record import FileEntry, ImageFiles, owner_key
 
 # (pattern, reason): paths whose content changes from build to build without any input changing.
 NOISE: tuple[tuple[str, str], ...] = (

@@ -11,8 +11,8 @@ import hashlib
 import os
 from pathlib import Path
 
-from envbuild.build.refs import slug
 from envbuild.errors import UsageError
+from envbuild.image.refs import slug
 from envbuild.models import CheckResult
 
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from envbuild.build.certs import CaCert
 from envbuild.errors import BundleError
+from envbuild.image.certs import CaCert
 from envbuild.models import Lock, read_lock
 from envbuild.secrets import file_name_reason, file_reason
 

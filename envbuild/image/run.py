@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from envbuild.build.engine import docker_client
-from envbuild.build.refs import check_image_ref
 from envbuild.errors import EXIT_FINDINGS, BuildError, LockError, UsageError
+from envbuild.image.engine import docker_client
+from envbuild.image.refs import check_image_ref
 from envbuild.models import LOCK_PATH_IN_IMAGE, Lock
 
 RUNS_IN_CONTAINER = "/tmp/envbuild-runs"

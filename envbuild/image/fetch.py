@@ -2,7 +2,7 @@
 
 The bundle is locked first when it is not (``envbuild lock``, with the same ``--index-url`` /
 ``--find-links``); then exactly the locked files are downloaded, each checked against its sha256
-(:mod:`envbuild.build.wheelhouse`).  ``BUNDLE/tools/`` receives envbuild's own wheel
+(:mod:`envbuild.image.wheelhouse`).  ``BUNDLE/tools/`` receives envbuild's own wheel
 plus its runtime dependencies, for the validator's separate venv in the image.  Each folder gets a
 ``SHA256SUMS`` (sha256sum format) listing what it holds.
 
@@ -27,11 +27,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from envbuild.build.context import check_bundle
-from envbuild.build.selfwheel import build_self_wheel
-from envbuild.build.wheelhouse import download_locked
 from envbuild.digest import sha256_file
 from envbuild.errors import BuildError, BundleError, UsageError
+from envbuild.image.context import check_bundle
+from envbuild.image.selfwheel import build_self_wheel
+from envbuild.image.wheelhouse import download_locked
 from envbuild.lock.target import Target
 from envbuild.models import Finding, Lock, OsId
 
