@@ -85,6 +85,7 @@ class BlenderSpec(Frozen):
 
 class SystemSpec(Frozen):
     apt: tuple[str, ...] = ()
+    snapshot: str | None = None  # "YYYYMMDDTHHMMSSZ": apt reads the distribution's snapshot archive
 
 
 class ResourcesSpec(Frozen):
@@ -278,6 +279,11 @@ class Plan(Frozen):
     # (package, version) recorded by a first build (render --apt-from RECORD): unpinned apt packages of
     # the image are installed at exactly these versions.
     apt_recorded: tuple[tuple[str, str], ...] = ()
+    # [system] snapshot: the instant, and the apt sources lines reading it (the archive URL as
+    # ${APT_SNAPSHOT_MIRROR}, a build argument); () without a snapshot.
+    apt_snapshot: str | None = None
+    apt_sources: tuple[str, ...] = ()
+    apt_snapshot_url: str | None = None  # the service (APT_SNAPSHOT_MIRROR's default)
 
 
 class CheckResult(Frozen):
@@ -383,6 +389,7 @@ class Lock(Frozen):
     cpus: float | None = None  # resources.cpus: CPU cores the container must allow
     packages: tuple[LockPackage, ...]  # exact pins first (torch family), then the user's
     apt: tuple[str, ...]
+    apt_snapshot: str | None = None  # [system] snapshot: the archive instant apt read at build time
     env: dict[str, str]  # secret-looking values are never stored
     checks: tuple[CheckSpec, ...]
     extensions: tuple[str, ...]

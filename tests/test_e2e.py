@@ -350,3 +350,73 @@ def test_no_wheel_in_any_layer(pytorch_cpu: Built, drifted: str, docker_client: 
     assert any(
         name.endswith(".whl") and DRIFT[0] in name for name in wheels_in_layers(docker_client, drifted)
     )
+
+
+# ---- build records, image diff, rebuild --verify -------------------------------------------------
+
+
+def test_build_writes_a_record_of_the_image(pytorch_cpu: Built, docker_client: Any) -> None:
+    from packaging.utils import canonicalize_name
+
+    from envbuild.digest import sha256_file
+    from envbuild.image.record import read_record
+
+    record = read_record(pytorch_cpu.bundle / f"build-{slug(pytorch_cpu.tag)}.record.json")
+    info = docker_client.api.inspect_image(pytorch_cpu.tag)
+    assert record.image_id == info["Id"] and record.diff_ids == info["RootFS"]["Layers"]
+    base = docker_client.api.inspect_image(BASE_IMAGE)
+    assert record.inputs["base_image"] == {
+        "ref": BASE_IMAGE,
+        "id": base["Id"],
+        "diff_ids": base["RootFS"]["Layers"],
+    }
+    lock_path = pytorch_cpu.bundle / "envbuild.lock.json"
+    assert record.inputs["lock_sha256"] == sha256_file(lock_path)
+    lock = json.loads(lock_path.read_text())
+    locked_files = {(f["filename"], f["sha256"]) for d in lock["distributions"] for f in d["files"]}
+    assert {(w["file"], w["sha256"]) for w in record.inputs["wheels"]} == locked_files
+    # every locked distribution is installed in /opt/venv at its locked version, by pip
+    venv = {canonicalize_name(d.name): d for d in record.files.python if d.location.startswith("/opt/venv/")}
+    for dist in lock["distributions"]:
+        installed = venv[canonicalize_name(dist["name"])]
+        assert installed.version == dist["version"] + (f"+{dist['local']}" if dist["local"] else "")
+        assert installed.installer == "pip"
+    apt = {a.name: a.version for a in record.files.apt}
+    assert apt.get("python3.11") and apt.get("g++")
+    entries = record.files.entries
+    assert entries["/etc/envbuild/envbuild.lock.json"].sha256 == sha256_file(lock_path)
+    torch_init = "/opt/venv/lib/python3.11/site-packages/torch/__init__.py"
+    assert record.files.owners[torch_init] == "py:torch@/opt/venv/lib/python3.11/site-packages"
+    assert record.files.owners["/usr/bin/python3.11"] == "deb:python3.11-minimal"
+    assert entries["/workspace"].uid == 10001  # owners and modes are recorded, timestamps never are
+    data = json.loads((pytorch_cpu.bundle / f"build-{slug(pytorch_cpu.tag)}.record.json").read_text())
+    assert data["manifest_columns"] == ["path", "type", "mode", "uid", "gid", "size", "sha256", "link"]
+
+
+def test_image_diff_attributes_the_drift(pytorch_cpu: Built, drifted: str) -> None:
+    record = pytorch_cpu.bundle / f"build-{slug(pytorch_cpu.tag)}.record.json"
+    proc = envbuild("image", "diff", record, drifted, "--json")
+    assert proc.returncode == 1, proc.stderr
+    diff = json.loads(proc.stdout)
+    assert diff["identical"] is False
+    name, other = DRIFT
+    changes = {(p["kind"], p["name"].split(" in ")[0].lower()): p for p in diff["packages"]}
+    sympy = changes[("py", name)]
+    assert sympy["after"] == other and sympy["before"] != other and sympy["paths"] > 100
+    paths = {p["path"]: p for p in diff["paths"]}
+    assert not [p for p in paths if "/site-packages/sympy/" in p]  # reported with the package
+    (wheel,) = [p for p in paths if p.startswith("/tmp/") and p.endswith(".whl")]
+    assert paths[wheel]["class"] == "content" and paths[wheel]["what"] == "added"
+
+
+def test_rebuild_without_the_cache_is_equal_on_content(pytorch_cpu: Built, docker_client: Any) -> None:
+    record = pytorch_cpu.bundle / f"build-{slug(pytorch_cpu.tag)}.record.json"
+    with temporary_tag(docker_client, "pytorch-cpu-rebuild") as tag:
+        proc = envbuild(
+            "rebuild", pytorch_cpu.bundle, "--tag", tag, "--against", record, "--verify", "--json", "-q"
+        )
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        diff = json.loads(proc.stdout)
+        assert diff["identical"] is True and diff["counts"] == {"package": 0, "content": 0, "metadata": 0}
+        rebuilt = docker_client.api.inspect_image(tag)["Id"]
+        assert rebuilt != docker_client.api.inspect_image(pytorch_cpu.tag)["Id"]  # ids differ, content not

@@ -21,6 +21,7 @@ from packaging.version import InvalidVersion, Version
 
 from envbuild.catalog.loader import load_files
 from envbuild.catalog.models import (
+    AptSnapshot,
     BlenderCatalog,
     BlenderSeries,
     CardEntry,
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from envbuild.catalog.overlay import OverlayState
 
 __all__ = [
+    "AptSnapshot",
     "BlenderSeries",
     "CardEntry",
     "Catalog",
@@ -76,6 +78,7 @@ class Catalog:
     reserves: tuple[ReserveEntry, ...]
     terms: Terms
     prices: tuple[PriceEntry, ...]
+    apt_snapshots: tuple[AptSnapshot, ...] = ()
     # The user's overlay (``envbuild catalog refresh``) merged into ``torch``, or None without one.
     overlay: OverlayState | None = None
 
@@ -158,6 +161,9 @@ class Catalog:
     def os(self, os_id: str) -> OsEntry | None:
         return next((o for o in self.oses if o.id == os_id), None)
 
+    def apt_snapshot(self, release_id: str) -> AptSnapshot | None:
+        return next((a for a in self.apt_snapshots if a.release_id == release_id), None)
+
     def blender_series(self, version: str) -> BlenderSeries | None:
         series = ".".join(version.split(".")[:2])
         return next((s for s in self.blender.series if s.series == series), None)
@@ -182,6 +188,7 @@ def _load(directory: Path) -> Catalog:
         reserves=cards.reserve,
         terms=prices.terms,
         prices=prices.price,
+        apt_snapshots=platform.apt_snapshot,
     )
 
 

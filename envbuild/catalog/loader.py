@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from envbuild.catalog import cache
 from envbuild.catalog.models import (
+    AptSnapshot,
     BlenderCatalog,
     CardEntry,
     CompanionRelease,
@@ -50,6 +51,7 @@ class PricesFile(BaseModel):
 class PlatformFile(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     os: tuple[OsEntry, ...] = Field(min_length=1)
+    apt_snapshot: tuple[AptSnapshot, ...] = ()
 
 
 def _row_label(data: Any, loc: tuple[int | str, ...]) -> str:

@@ -387,6 +387,7 @@ class OsEntry(Row):
     image: str
     release_id: str
     release_version: str
+    codename: str = Field(pattern=r"^[a-z]+$")  # the suite name in apt sources ("bookworm", "noble")
     glibc: str = Field(pattern=r"^2\.\d+$")
     system_python: str = Field(pattern=_SERIES.pattern)
     deadsnakes: tuple[str, ...] = ()
@@ -394,6 +395,26 @@ class OsEntry(Row):
     @property
     def pythons(self) -> tuple[str, ...]:
         return (self.system_python, *self.deadsnakes)
+
+
+SNAPSHOT_RE = re.compile(r"^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$")
+
+
+class AptSnapshot(Row):
+    """A distribution's snapshot archive: ``{url}/{pocket with the snapshot after its archive}``."""
+
+    release_id: str
+    url: str = Field(pattern=r"^https?://[^\s\"']+[^/]$")
+    pockets: tuple[str, ...] = Field(min_length=1)  # "ARCHIVE SUITE COMPONENT..." with {codename}
+    since: str = Field(pattern=SNAPSHOT_RE.pattern)  # the first snapshot the service has
+
+    def lines(self, codename: str, snapshot: str, mirror: str) -> tuple[str, ...]:
+        """One-line apt sources for ``snapshot``, ``mirror`` standing for :attr:`url`."""
+        out = []
+        for pocket in self.pockets:
+            archive, suite_components = pocket.format(codename=codename).split(" ", 1)
+            out.append(f"deb [check-valid-until=no] {mirror}/{archive}/{snapshot} {suite_components}")
+        return tuple(out)
 
 
 class BlenderSeries(Row):

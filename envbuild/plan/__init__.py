@@ -125,6 +125,7 @@ def check(profile: Profile, targets: Sequence[str] | None = None, driver: str | 
     provision = environment.python_provision(ctx, out)
     image, flavor = environment.base_image(ctx, out)
     environment.check_glibc(ctx, out)
+    apt_sources, apt_snapshot_url = environment.apt_snapshot(ctx, out, flavor, provision)
     blender_version, blender_url, blender_sha = check_blender(ctx, out)
     packages.note_unresolved(ctx, out)
     if catalog.overlay is not None:  # the user's overlay (envbuild catalog refresh): its age, its rows
@@ -164,6 +165,9 @@ def check(profile: Profile, targets: Sequence[str] | None = None, driver: str | 
         pins=tuple(ctx.pins),
         requirements=tuple(ctx.requirements),
         apt=environment.apt_packages(ctx, provision, vcs=vcs),
+        apt_snapshot=profile.system.snapshot if apt_sources else None,
+        apt_sources=apt_sources,
+        apt_snapshot_url=apt_snapshot_url,
         torch_arch_list=arch_list,
         required_archs=tuple(sorted({c.arch for c in cards if c.arch})),
         min_driver=hardware.min_driver(ctx),

@@ -210,3 +210,64 @@ def apt_packages(ctx: Context, provision: str, *, vcs: bool) -> tuple[str, ...]:
         pkgs |= set(ctx.catalog.blender.runtime_apt)
     pkgs |= set(ctx.profile.system.apt)
     return tuple(sorted(pkgs))
+
+
+APT_SNAPSHOT_MIRROR = "${APT_SNAPSHOT_MIRROR}"  # the build argument the Dockerfile's sources name
+
+
+def apt_snapshot(
+    ctx: Context, out: Findings, flavor: str, provision: str
+) -> tuple[tuple[str, ...], str | None]:
+    """``[system] snapshot``: the apt sources lines that read the distribution's snapshot archive at
+    that instant (the archive's URL left as ``${APT_SNAPSHOT_MIRROR}``, a build argument defaulting to
+    the service's URL, returned second), with a finding saying so; ``((), None)`` without a snapshot or
+    when it cannot be served.
+
+    The snapshot covers the distribution's own archive (release, updates and security pockets).  Other
+    sources the image reads stay live and are named: the deadsnakes PPA, and the CUDA or ROCm
+    repository that NVIDIA's and AMD's images configure."""
+    snapshot = ctx.profile.system.snapshot
+    if snapshot is None:
+        return (), None
+    service = ctx.catalog.apt_snapshot(ctx.os.release_id)
+    setting = ctx.setting("system.snapshot")
+    if service is None:
+        out.error(
+            "E-APT-SNAPSHOT",
+            f"{setting}: envbuild knows no snapshot archive for {ctx.os.name}; remove system.snapshot or "
+            "set base.os to one of "
+            + choices(o.id for o in ctx.catalog.oses if ctx.catalog.apt_snapshot(o.release_id)),
+        )
+        return (), None
+    if snapshot < service.since:
+        out.error(
+            "E-APT-SNAPSHOT",
+            f"{setting}: {service.url} has no snapshot before {service.since}; set system.snapshot to "
+            f"{service.since} or later",
+            source=cite((f"{ctx.os.release_id} snapshots", service)),
+        )
+        return (), None
+    lines = service.lines(ctx.os.codename, snapshot, APT_SNAPSHOT_MIRROR)
+    out.info(
+        "I-APT-SNAPSHOT",
+        f"apt reads {ctx.os.name}'s archive as it was at {snapshot} ({service.url}; build with "
+        "--build-arg APT_SNAPSHOT_MIRROR=URL for a mirror of it)",
+        source=cite((f"{ctx.os.release_id} snapshots", service)),
+    )
+    live = []
+    if provision == "deadsnakes":
+        live.append("the deadsnakes PPA (Python " + ctx.python + ")")
+    if flavor.startswith("cuda"):
+        live.append("NVIDIA's CUDA repository configured in the CUDA base image")
+    elif flavor.startswith("rocm"):
+        live.append("AMD's ROCm repositories configured in the ROCm base image")
+    elif flavor == "explicit":
+        live.append(f"any repository the image {ctx.profile.base.image} configures itself")
+    if live:
+        out.warning(
+            "W-APT-SNAPSHOT-PARTIAL",
+            f"{setting} pins {ctx.os.name}'s own archive only; " + " and ".join(live) + " stay live, so "
+            "packages from them can change between builds (pin them in system.apt as name=VERSION, or "
+            "envbuild render --apt-from a build record)",
+        )
+    return lines, service.url

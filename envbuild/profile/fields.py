@@ -223,6 +223,25 @@ def check_accel_version(value: str) -> str | None:
     return None
 
 
+SNAPSHOT_RE = re.compile(r"([0-9]{4})([0-9]{2})([0-9]{2})T([0-9]{2})([0-9]{2})([0-9]{2})Z")
+
+
+def check_snapshot(value: str) -> str | None:
+    """A snapshot archive's instant, ``YYYYMMDDTHHMMSSZ`` (UTC), as snapshot.debian.org and
+    snapshot.ubuntu.com name them."""
+    import datetime
+
+    match = SNAPSHOT_RE.fullmatch(value)
+    if match is None:
+        return f"{value!r} is not a snapshot time: use YYYYMMDDTHHMMSSZ in UTC, e.g. '20261130T000000Z'"
+    try:
+        year, month, day, hour, minute, second = (int(g) for g in match.groups())
+        datetime.datetime(year, month, day, hour, minute, second)
+    except ValueError as exc:
+        return f"{value!r} is not a real date and time ({exc}): use YYYYMMDDTHHMMSSZ in UTC"
+    return None
+
+
 def check_blender_version(value: str) -> str | None:
     if not BLENDER_VERSION_RE.fullmatch(value):
         return f"{value!r} is not a Blender version: use MAJOR.MINOR[.PATCH] like '4.5.3'"

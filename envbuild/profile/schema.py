@@ -158,6 +158,12 @@ TABLES: dict[str, dict[str, Spec]] = {
     },
     "system": {
         "apt": Spec("list", f.check_apt, doc="Debian packages, optionally =VERSION.", append=True),
+        "snapshot": Spec(
+            "str",
+            f.check_snapshot,
+            doc="Read the Debian/Ubuntu archive as it was at this UTC instant, YYYYMMDDTHHMMSSZ "
+            "(snapshot.debian.org, snapshot.ubuntu.com).",
+        ),
     },
     "resources": {
         "gpu_memory_gib": _number(

@@ -31,6 +31,11 @@ timestamps). It is computed from the `docker save` stream without holding a laye
 - Every stage of the Dockerfile sets `SOURCE_DATE_EPOCH` (315532800, 1980-01-01), so pip's and Debian's
   byte-compilation write hash-based `.pyc` files; the apt step removes its indexes, logs, the ldconfig
   auxiliary cache and dpkg's backups. Two builds of one bundle then compare equal on content.
+- Debian packages move with the archive. `envbuild render --apt-from build-<tag>.record.json` pins each
+  unpinned package to the version a first build installed; `[system] snapshot = "YYYYMMDDTHHMMSSZ"` makes
+  apt read snapshot.debian.org or snapshot.ubuntu.com as of that instant (`--build-arg
+  APT_SNAPSHOT_MIRROR=URL` for a mirror of it). Sources the snapshot does not cover (the deadsnakes PPA,
+  the CUDA or ROCm repository of a vendor base image) stay live, and `check` names them.
 
 The workflow below runs these steps over a matrix of profiles x targets and publishes the validation
 reports (junit.xml), the build records and the comparison. The bundle README carries the same workflow

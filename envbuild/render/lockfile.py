@@ -153,6 +153,7 @@ def make_lock(plan: Plan) -> Lock:
         cpus=profile.resources.cpus,
         packages=lock_packages(plan),
         apt=tuple(runtime_packages(apt_packages(plan))),
+        apt_snapshot=plan.apt_snapshot,
         env=checked_env(plan),
         checks=profile.checks,
         extensions=profile.validate_.extensions,

@@ -118,6 +118,8 @@ def render_readme(result: CheckResult, command: str) -> str:
         base_image=md_code(plan.base_image, "base image"),
         base_flavor=plan.base_flavor,
         apt=md(" ".join(runtime_packages(apt_packages(plan))), "apt"),
+        apt_snapshot=plan.apt_snapshot or "",
+        apt_snapshot_url=plan.apt_snapshot_url or "",
         blender=plan.blender_version or "",
         blender_source=plan.blender_source or "",
         blender_devices=", ".join(profile.blender.devices),

@@ -67,6 +67,11 @@ class DockerfileView:
     apt: tuple[str, ...]  # shell-quoted, sorted, deduplicated by package name
     runtime_apt: tuple[str, ...]  # the same without the packages that only ship wheels (final stage)
     apt_pinned: bool  # every apt package carries =version (then DL3008 needs no ignore)
+    # [system] snapshot: the instant, the service's URL (APT_SNAPSHOT_MIRROR's default) and the sources
+    # lines, each double-quoted for the shell so ${APT_SNAPSHOT_MIRROR} expands; () without one.
+    apt_snapshot: str | None
+    apt_snapshot_url: str | None
+    apt_sources: tuple[str, ...]
     env: tuple[EnvVar, ...]
     labels: tuple[EnvVar, ...]
     blender: Blender | None  # the official tarball's stage (blender.source = "official")
@@ -152,6 +157,11 @@ def dockerfile_view(plan: Plan, command: str) -> DockerfileView:
         apt=tuple(sh(p, "system.apt") for p in apt),
         runtime_apt=tuple(sh(p, "system.apt") for p in runtime_packages(apt)),
         apt_pinned=all("=" in p for p in apt),
+        apt_snapshot=plan.apt_snapshot,
+        apt_snapshot_url=docker_str(plan.apt_snapshot_url, "system.snapshot")
+        if plan.apt_snapshot_url
+        else None,
+        apt_sources=tuple(_sources_line(line) for line in plan.apt_sources),
         env=tuple(env),
         labels=labels,
         blender=_blender(plan),
@@ -159,6 +169,19 @@ def dockerfile_view(plan: Plan, command: str) -> DockerfileView:
         extra_groups="video" if plan.backend == "rocm" else "",
         constraints=any(constraint_value(line) is not None for line in plan.requirements),
     )
+
+
+_SOURCES_LINE = re.compile(
+    r"deb \[check-valid-until=no\] \$\{APT_SNAPSHOT_MIRROR\}/[a-z-]+/[0-9TZ]+ [a-z -]+"
+)
+
+
+def _sources_line(line: str) -> str:
+    """A snapshot sources line double-quoted for the shell (only ``${APT_SNAPSHOT_MIRROR}`` expands):
+    the line is the catalog's, checked here again against its one expected form."""
+    if not _SOURCES_LINE.fullmatch(line):
+        raise BundleError(f"system.snapshot: unexpected apt sources line {line!r}")
+    return f'"{line}"'
 
 
 # --------------------------------------------------------------------------------------------------
