@@ -1,8 +1,10 @@
 """Measure image builds of the built-in ``pytorch-cpu`` bundle with the real engine.
 
 Prints: the cold build time (``--no-cache``), the warm rebuild with nothing changed, the rebuild
-when only ``app/`` changed, and the image size next to a naive single-stage Dockerfile installing
-the same packages from the same wheelhouse.  Images are tagged with a random suffix and removed.
+when only ``app/`` changed, the image size next to a naive single-stage Dockerfile installing
+the same packages from the same wheelhouse, and the rebuild proof's costs: writing a build record
+(``docker save`` stream -> every path's sha256) and comparing two records (``envbuild image diff``).
+Images are tagged with a random suffix and removed.
 
     PIP_RETRIES=0 .venv/bin/python bench/build.py [--base-image envbuild/debian:12] [--keep]
 """
@@ -21,8 +23,10 @@ from contextlib import suppress
 from pathlib import Path
 
 from envbuild.image.build import BuildResult, build_image
+from envbuild.image.diff import diff_files
 from envbuild.image.engine import docker_client
 from envbuild.image.fetch import fetch
+from envbuild.image.record import Record, record_image
 
 NAIVE_DOCKERFILE = """\
 # The naive way: one stage, the wheelhouse copied in, tools left installed, pip's defaults.
@@ -60,6 +64,18 @@ def line(label: str, result: BuildResult) -> str:
     return f"{label:<34} {result.seconds:8.1f} s   ({result.cached_steps}/{len(result.steps)} steps cached)"
 
 
+def timed_record(client: object, tag: str, bundle: Path, base: str, results: list[str], label: str) -> Record:
+    api = client.api  # type: ignore[attr-defined]
+    started = time.monotonic()
+    record = record_image(api, tag, bundle=bundle, base_image=base)
+    seconds = time.monotonic() - started
+    results.append(
+        f"{label:<34} {seconds:8.1f} s   ({len(record.files.entries)} paths of a "
+        f"{size_mb(client, tag):.0f} MB image, from the docker save stream)"
+    )
+    return record
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -92,6 +108,7 @@ def main() -> int:
             # The classic builder picks the first cached image whose parent and instruction match; after a
             # --no-cache build there can be two such chains, so the first warm rebuild may miss.  Both
             # rebuilds are reported.
+            record_cold = timed_record(client, tag, bundle, args.base_image, results, "record the cold build")
             warm = build_image(bundle, tag, base_image=args.base_image, progress=False)
             results.append(line("warm rebuild, nothing changed", warm))
             warm = build_image(bundle, tag, base_image=args.base_image, progress=False)
@@ -100,6 +117,16 @@ def main() -> int:
             app.write_text(f"changed {suffix}\n")
             changed = build_image(bundle, tag, base_image=args.base_image, progress=False)
             results.append(line("rebuild, only app/ changed", changed))
+            record_app = timed_record(
+                client, tag, bundle, args.base_image, results, "record the app/ rebuild"
+            )
+            started = time.monotonic()
+            diff = diff_files(record_cold.files, record_app.files)
+            results.append(
+                f"{'diff two records':<34} {time.monotonic() - started:8.2f} s   "
+                f"({len(record_cold.files.entries)} vs {len(record_app.files.entries)} paths; "
+                f"{diff.counts()['content']} content, {diff.counts()['package']} package difference(s))"
+            )
             naive_dir = Path(tmp) / "naive"
             naive_dir.mkdir()
             shutil.copy2(bundle / "requirements-rebuild.txt", naive_dir)

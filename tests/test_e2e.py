@@ -24,6 +24,7 @@ import io
 import json
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -405,16 +406,25 @@ def test_image_diff_attributes_the_drift(pytorch_cpu: Built, drifted: str) -> No
     assert sympy["after"] == other and sympy["before"] != other and sympy["paths"] > 100
     paths = {p["path"]: p for p in diff["paths"]}
     assert not [p for p in paths if "/site-packages/sympy/" in p]  # reported with the package
-    (wheel,) = [p for p in paths if p.startswith("/tmp/") and p.endswith(".whl")]
-    assert paths[wheel]["class"] == "content" and paths[wheel]["what"] == "added"
+    # the wheel the drift left in /tmp is noise by the documented list: counted there, not reported
+    assert not [p for p in paths if p.startswith("/tmp/")]
+    noise = {n["pattern"]: n for n in diff["noise"]}
+    assert noise["/tmp/*"]["paths"] >= 1 and noise["/tmp/*"]["reason"]
 
 
-def test_rebuild_without_the_cache_is_equal_on_content(pytorch_cpu: Built, docker_client: Any) -> None:
+def test_rebuild_without_the_cache_is_equal_on_content(
+    pytorch_cpu: Built, docker_client: Any, tmp_path: Path
+) -> None:
+    """T1: a copy of the bundle in another folder, rebuilt without the cache, equals the first build on
+    content (no difference outside the noise list, which stays short)."""
+    from envbuild.image.diff import NOISE
+
     record = pytorch_cpu.bundle / f"build-{slug(pytorch_cpu.tag)}.record.json"
+    copy = tmp_path / "another" / "folder"
+    shutil.copytree(pytorch_cpu.bundle, copy)
+    assert len(NOISE) <= 20
     with temporary_tag(docker_client, "pytorch-cpu-rebuild") as tag:
-        proc = envbuild(
-            "rebuild", pytorch_cpu.bundle, "--tag", tag, "--against", record, "--verify", "--json", "-q"
-        )
+        proc = envbuild("rebuild", copy, "--tag", tag, "--against", record, "--verify", "--json", "-q")
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         diff = json.loads(proc.stdout)
         assert diff["identical"] is True and diff["counts"] == {"package": 0, "content": 0, "metadata": 0}
