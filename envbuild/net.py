@@ -83,3 +83,20 @@ def download(url: str, dest: Path, *, update: Callable[[bytes], None] | None = N
         if part.exists():
             part.unlink()
     return size
+
+
+def page_links(html: str) -> list[str]:
+    """Every ``<a href>`` of an HTML page, in order (a PEP 503 simple-index page's file links)."""
+    from html.parser import HTMLParser
+
+    hrefs: list[str] = []
+
+    class Anchors(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if tag == "a" and (href := dict(attrs).get("href")):
+                hrefs.append(href)
+
+    parser = Anchors()
+    parser.feed(html)
+    parser.close()
+    return hrefs

@@ -3,6 +3,7 @@ removed afterwards, and a real self-signed CA made by openssl."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -24,6 +25,20 @@ def envbuild(
         env={**os.environ, "PIP_RETRIES": "0", **(env or {})},
         timeout=timeout,
     )
+
+
+def ok(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    proc = envbuild(*args)
+    assert proc.returncode == 0, (
+        f"envbuild {' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stderr}"
+    )
+    return proc
+
+
+def only_run(out: Path) -> tuple[Path, dict[str, Any]]:
+    runs = sorted(p for p in out.iterdir() if p.is_dir())
+    assert len(runs) == 1, runs
+    return runs[0], json.loads((runs[0] / "report.json").read_text())
 
 
 @contextmanager

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from build_support import envbuild, make_ca, temporary_tag
+from build_support import envbuild, make_ca, ok, only_run, temporary_tag
 
 from envbuild.image.refs import slug
 
@@ -63,20 +63,6 @@ DRIFT = ("sympy", "1.13.3")
 class Built:
     tag: str
     bundle: Path
-
-
-def ok(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    proc = envbuild(*args)
-    assert proc.returncode == 0, (
-        f"envbuild {' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stderr}"
-    )
-    return proc
-
-
-def only_run(out: Path) -> tuple[Path, dict[str, Any]]:
-    runs = sorted(p for p in out.iterdir() if p.is_dir())
-    assert len(runs) == 1, runs
-    return runs[0], json.loads((runs[0] / "report.json").read_text())
 
 
 @pytest.fixture(scope="session")

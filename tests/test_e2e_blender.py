@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from build_support import envbuild, temporary_tag
+from build_support import envbuild, ok, only_run, temporary_tag
 from conftest import BASE_IMAGE
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -45,20 +44,6 @@ class Built:
     bundle: Path
     build_s: float
     size_bytes: int
-
-
-def ok(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    proc = envbuild(*args)
-    assert proc.returncode == 0, (
-        f"envbuild {' '.join(map(str, args))} exited {proc.returncode}:\n{proc.stderr}"
-    )
-    return proc
-
-
-def only_run(out: Path) -> tuple[Path, dict[str, Any]]:
-    runs = sorted(p for p in out.iterdir() if p.is_dir())
-    assert len(runs) == 1, runs
-    return runs[0], json.loads((runs[0] / "report.json").read_text())
 
 
 @pytest.fixture(scope="session")

@@ -25,7 +25,6 @@ from __future__ import annotations
 import concurrent.futures as cf
 import email.parser
 import functools
-import html.parser
 import re
 import time
 from collections.abc import Callable
@@ -55,6 +54,7 @@ from envbuild.catalog.overlay import (
     write,
 )
 from envbuild.errors import EXIT_FINDINGS, EnvbuildError
+from envbuild.net import page_links
 from envbuild.resources import catalog_dir
 
 PYPI = "https://pypi.org/simple"
@@ -262,25 +262,11 @@ def _metadata(files: list[_File], deadline: float) -> tuple[bytes, str] | None:
 # ---- the PyTorch index ---------------------------------------------------------------------------------
 
 
-class _Anchors(html.parser.HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.hrefs: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "a":
-            href = dict(attrs).get("href")
-            if href:
-                self.hrefs.append(href)
-
-
 def variants_of(body: bytes) -> dict[str, set[str]]:
     """version -> variants (``cu128``, ``rocm6.4``, ``cpu``) of the Linux x86_64 wheels a PEP 503
     page lists."""
-    parser = _Anchors()
-    parser.feed(body.decode("utf-8", "replace"))
     out: dict[str, set[str]] = {}
-    for href in parser.hrefs:
+    for href in page_links(body.decode("utf-8", "replace")):
         filename = unquote(urlsplit(href).path.rsplit("/", 1)[-1])
         parsed = _linux_x86_64(filename)
         if parsed is None:

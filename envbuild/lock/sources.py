@@ -16,7 +16,6 @@ import re
 import tarfile
 import zipfile
 from dataclasses import dataclass
-from html.parser import HTMLParser
 from urllib.parse import urljoin
 
 import tomllib
@@ -26,7 +25,7 @@ from packaging.version import Version
 
 from envbuild.lock.uv import Sources
 from envbuild.models import RequirementLine
-from envbuild.net import open_url
+from envbuild.net import open_url, page_links
 
 MAX_SDIST_BYTES = 64 << 20
 _TORCH_IMPORT = re.compile(r"^\s*(?:import\s+torch\b|from\s+torch(?:\.\w+)*\s+import\b)", re.M)
@@ -38,18 +37,6 @@ class SourceFacts:
     version: str | None = None
     needs_torch: bool = False
     evidence: str = ""  # "setup.py imports torch", "pyproject.toml build-system requires torch"
-
-
-class _Anchors(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.hrefs: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "a":
-            href = dict(attrs).get("href")
-            if href:
-                self.hrefs.append(href)
 
 
 def _sdist_urls(index: str, name: str) -> list[tuple[str, str]]:
@@ -64,9 +51,7 @@ def _sdist_urls(index: str, name: str) -> list[tuple[str, str]]:
         for entry in json.loads(body).get("files", []):
             found.append((str(entry["filename"]), urljoin(page, str(entry["url"]))))
     else:
-        parser = _Anchors()
-        parser.feed(body.decode("utf-8", "replace"))
-        for href in parser.hrefs:
+        for href in page_links(body.decode("utf-8", "replace")):
             url = urljoin(page, href)
             found.append((url.split("#", 1)[0].rsplit("/", 1)[-1], url))
     return [(f, u) for f, u in found if f.endswith((".tar.gz", ".zip"))]
