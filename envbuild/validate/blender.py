@@ -39,8 +39,7 @@ from typing import Any
 from envbuild.models import Lock
 from envbuild.validate.host import GpuToolFacts
 from envbuild.validate.model import StageResult
-from envbuild.validate.probe import RESULT_MARKER, ProbeResult, _classify, probe_path, run_probe
-from envbuild.validate.runner import run_process
+from envbuild.validate.probe import ProbeResult, probe_path, run_probe, run_probe_argv
 
 SIZE = 64  # pixels per side (at most MAX_SIZE)
 MAX_SIZE = 128
@@ -97,26 +96,7 @@ def run_blender_probe(lock: Lock, python: str, args: dict[str, Any], timeout_s: 
         return ProbeResult(
             "error", reason=f"no Blender binary: neither {BLENDER_IN_IMAGE} nor `blender` on PATH"
         )
-    try:
-        run = run_process(
-            binary_command(binary, args),
-            timeout_s=timeout_s,
-            stdin=b"",
-            marker=RESULT_MARKER.encode(),
-        )
-    except OSError as exc:
-        return ProbeResult("error", reason=f"cannot start {binary}: {exc.strerror or exc}")
-    if run.timed_out:
-        return ProbeResult(
-            "timed_out",
-            reason=(
-                f"probe 'blender' did not finish within {timeout_s:g} s; killed with every process it started"
-            ),
-            returncode=run.returncode,
-            duration_s=run.duration_s,
-            facts=run.facts(),
-        )
-    return _classify("blender", run)
+    return run_probe_argv("blender", binary_command(binary, args), timeout_s)
 
 
 def collect_pngs(data: dict[str, Any], out_dir: Path) -> dict[str, bytes]:

@@ -71,18 +71,33 @@ def run_probe(
     cwd: Path | None = None,
 ) -> ProbeResult:
     """Run probe ``name`` with ``args`` in ``python``; never raises for a misbehaving probe."""
-    script = probe_path(name)
+    return run_probe_argv(
+        name,
+        [python, "-u", str(probe_path(name))],
+        timeout_s,
+        stdin=json.dumps(dict(args)).encode(),
+        env={**(os.environ if env is None else env), "PYTHONFAULTHANDLER": "1"},  # native crash -> stack
+        cwd=cwd,
+    )
+
+
+def run_probe_argv(
+    name: str,
+    argv: list[str],
+    timeout_s: float,
+    *,
+    stdin: bytes = b"",
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> ProbeResult:
+    """Run probe ``name`` as ``argv`` (an interpreter with the script, or a program that runs it, such
+    as Blender) and classify how it ended; never raises for a misbehaving probe."""
     try:
         run = run_process(
-            [python, "-u", str(script)],
-            timeout_s=timeout_s,
-            stdin=json.dumps(dict(args)).encode(),
-            env={**(os.environ if env is None else env), "PYTHONFAULTHANDLER": "1"},  # native crash -> stack
-            cwd=cwd,
-            marker=RESULT_MARKER.encode(),
+            argv, timeout_s=timeout_s, stdin=stdin, env=env, cwd=cwd, marker=RESULT_MARKER.encode()
         )
     except OSError as exc:
-        return ProbeResult("error", reason=f"cannot start {python}: {exc.strerror or exc}")
+        return ProbeResult("error", reason=f"cannot start {argv[0]}: {exc.strerror or exc}")
     if run.timed_out:
         return ProbeResult(
             "timed_out",
