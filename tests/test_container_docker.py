@@ -23,8 +23,8 @@ import pytest
 from build_support import envbuild, temporary_tag
 from conftest import BASE_IMAGE
 
-from envbuild.image.run import lock_run_options, run_command
 from envbuild.models import Lock
+from envbuild.runopts import lock_run_options, run_command
 
 
 @dataclass(frozen=True)

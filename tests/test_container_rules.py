@@ -16,17 +16,9 @@ import pytest
 from build_support import envbuild
 
 from envbuild.errors import UsageError
-from envbuild.image.run import (
-    REFUSED_DOCKER_ARGS,
-    apply_docker_args,
-    device_options,
-    host_group_ids,
-    lock_run_options,
-    parse_docker_args,
-    run_command,
-    run_options,
-)
+from envbuild.image.run import REFUSED_DOCKER_ARGS, apply_docker_args, device_options, parse_docker_args
 from envbuild.models import Lock
+from envbuild.runopts import host_group_ids, lock_run_options, run_command, run_options
 from envbuild.validate.container import (
     GIB,
     cgroup_facts,

@@ -197,8 +197,8 @@ def build_command(
 def _say_run_line(bundle: Path, tag: str) -> None:
     """The recommended ``docker run`` line for the built image (the README's, from the same rule)."""
     from envbuild.errors import LockError
-    from envbuild.image.run import run_command
     from envbuild.models import read_lock
+    from envbuild.runopts import run_command
 
     try:
         lock = read_lock(bundle / "envbuild.lock.json")

@@ -88,7 +88,7 @@ def render_readme(result: CheckResult, command: str) -> str:
         SourceRow(md_code(k, "source"), md_code(v, "source")) for k, v in sorted(profile.sources.items())
     )
     vendors = {r.vendor for r in gpu_rows}
-    from envbuild.image.run import run_command, run_options  # the one rule: README = validate --image
+    from envbuild.runopts import run_command, run_options  # the one rule: README = validate --image
 
     options = run_options(plan.backend, memory_gib=profile.resources.memory_gib)
     return render_template(

@@ -7,7 +7,7 @@ opened for reading and writing; the memlock, nofile and stack limits; the cgroup
 and CPU limits against the lock's ``resources``.  :func:`decide_container` is pure: every failure
 names the ``docker run`` flag that fixes it.
 
-The rules (also used by :mod:`envbuild.image.run` to write the run commands, so the command the
+The rules (also used by :mod:`envbuild.runopts` to write the run commands, so the command the
 README gives passes these checks):
 
 - ``/dev/shm`` of at least :data:`SHM_MIN_BYTES` (1 GiB).  PyTorch's DataLoader workers hand every
@@ -47,13 +47,13 @@ from pathlib import Path
 from typing import Any
 
 from envbuild.models import Lock
+from envbuild.runopts import shm_size_gib
 from envbuild.validate.model import StageResult
 
 GIB = 1 << 30
 SHM_MIN_BYTES = GIB
 NOFILE_MIN = 65536
 NOFILE_FLAG_VALUE = 1048576  # the kernel's default fs.nr_open: the most a hard limit may be
-STACK_BYTES = 67108864  # 64 MiB, NGC's --ulimit stack=67108864
 UNLIMITED_FROM = 1 << 60  # cgroup v1 writes "no limit" as 9223372036854771712 (page-rounded 2^63-1)
 
 NVIDIA_FIXED_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm")
@@ -61,15 +61,7 @@ _NVIDIA_GPU = re.compile(r"^nvidia\d+$")
 _RENDER = re.compile(r"^renderD\d+$")
 
 
-# -- the run-command rules (shared with envbuild.image.run) -----------------------------------------
-
-
-def shm_size_gib(memory_gib: float | None) -> int | None:
-    """``--shm-size`` in whole GiB for a declared memory need (half of it, at least 1), or None for
-    ``--ipc=host``."""
-    if memory_gib is None:
-        return None
-    return max(1, math.ceil(memory_gib / 2))
+# -- the run-command rules (shared with envbuild.runopts) --------------------------------------------
 
 
 def shm_fix(memory_gib: float | None) -> str:
