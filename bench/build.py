@@ -7,6 +7,11 @@ the same packages from the same wheelhouse, and the rebuild proof's costs: writi
 Images are tagged with a random suffix and removed.
 
     PIP_RETRIES=0 .venv/bin/python bench/build.py [--base-image envbuild/debian:12] [--keep]
+        [--index-url URL]... [--find-links DIR]...
+
+The bundle is locked from its own indexes unless ``--index-url`` / ``--find-links`` are given; where
+the PyTorch index is unreachable (these machines), use the tests' stand-ins:
+``--index-url https://pypi.org/simple --find-links /opt/wheels``.
 """
 
 from __future__ import annotations
@@ -84,6 +89,8 @@ def main() -> int:
         "--base-image", default=os.environ.get("ENVBUILD_TEST_BASE_IMAGE", "envbuild/debian:12")
     )
     parser.add_argument("--keep", action="store_true", help="keep the images")
+    parser.add_argument("--index-url", action="append", default=[], help="lock against this index instead")
+    parser.add_argument("--find-links", action="append", default=[], help="a folder of wheels to lock from")
     args = parser.parse_args()
     client = docker_client()
     suffix = uuid.uuid4().hex[:10]
@@ -92,7 +99,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="envbuild-bench-") as tmp:
         bundle = render(Path(tmp))
         started = time.monotonic()
-        fetched = fetch(bundle)
+        fetched = fetch(bundle, index_urls=tuple(args.index_url), find_links=tuple(args.find_links))
         results.append(
             f"{'fetch (wheelhouse + tools)':<34} {time.monotonic() - started:8.1f} s   "
             f"({len(fetched.wheels)} wheels, {len(fetched.tools)} tool wheels)"
