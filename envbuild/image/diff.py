@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import fnmatch
 import posixpath
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from envbuild.image.record import FileEntry, ImageFiles, owner_key
@@ -36,12 +36,9 @@ NOISE: tuple[tuple[str, str], ...] = (
 )
 
 
-def is_noise(path: str) -> str | None:
-    """The reason ``path`` is noise, or None."""
-    for pattern, reason in NOISE:
-        if fnmatch.fnmatchcase(path, pattern):
-            return reason
-    return None
+def noise_pattern(path: str) -> str | None:
+    """The :data:`NOISE` pattern ``path`` falls under, or None."""
+    return next((pattern for pattern, _ in NOISE if fnmatch.fnmatchcase(path, pattern)), None)
 
 
 @dataclass(frozen=True)
@@ -144,9 +141,9 @@ def diff_files(a: ImageFiles, b: ImageFiles, *, a_name: str = "A", b_name: str =
         ea, eb = a.entries.get(path), b.entries.get(path)
         if ea is not None and eb is not None and ea == eb:
             continue
-        reason_pattern = next((p for p, _ in NOISE if fnmatch.fnmatchcase(path, p)), None)
-        if reason_pattern is not None:
-            result.noise[reason_pattern] = result.noise.get(reason_pattern, 0) + 1
+        pattern = noise_pattern(path)
+        if pattern is not None:
+            result.noise[pattern] = result.noise.get(pattern, 0) + 1
             continue
         owner = b.owners.get(path) or a.owners.get(path)
         if owner is not None and owner in changed:
@@ -160,10 +157,7 @@ def diff_files(a: ImageFiles, b: ImageFiles, *, a_name: str = "A", b_name: str =
         else:
             klass, what, before, after = _describe(ea, eb)
             result.paths.append(PathChange(path, klass, what, owner, before, after))
-    for key, change in sorted(changed.items()):
-        result.packages.append(
-            PackageChange(change.kind, change.name, change.before, change.after, owned.get(key, 0))
-        )
+    result.packages = [replace(change, paths=owned.get(key, 0)) for key, change in sorted(changed.items())]
     return result
 
 

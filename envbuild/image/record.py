@@ -346,6 +346,10 @@ def _flatten(layers: Iterable[_Layer]) -> ImageFiles:
                 entries.pop(path)
                 kept.pop(path, None)
         for gone in layer.whiteouts:
+            removed = entries.pop(gone, None)
+            kept.pop(gone, None)
+            if removed is not None and removed.type != "dir":
+                continue  # a file: nothing below it (pip's uninstalls whiteout thousands of these)
             for path in [p for p in entries if _under(p, gone)]:
                 entries.pop(path)
                 kept.pop(path, None)
@@ -452,20 +456,11 @@ def base_inputs(api: Any, base_image: str) -> dict[str, Any]:
 def lock_inputs(bundle: Path) -> dict[str, Any]:
     """The lock's sha256 and every locked wheel's sha256 (name -> sha256), from ``envbuild.lock.json``."""
     from envbuild.digest import sha256_file
+    from envbuild.models import read_lock
 
     lock_path = bundle / "envbuild.lock.json"
-    try:
-        data = json.loads(lock_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise BundleError(f"{lock_path}: cannot read the lock: {exc}") from None
-    wheels = sorted(
-        {
-            (str(f["filename"]), str(f["sha256"]))
-            for dist in data.get("distributions", [])
-            for f in dist.get("files", [])
-            if f.get("sha256")
-        }
-    )
+    lock = read_lock(lock_path)
+    wheels = sorted({(f.filename, f.sha256) for dist in lock.distributions for f in dist.files})
     return {
         "lock_sha256": sha256_file(lock_path),
         "wheels": [{"file": name, "sha256": sha} for name, sha in wheels],

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from envbuild.validate.report import atomic_write
+from envbuild.validate.runner import proc_stat
 
 RUNNING = "RUNNING.json"
 INCOMPLETE = "INCOMPLETE.json"
@@ -70,15 +71,9 @@ def _boot_id() -> str | None:
 
 
 def _start_ticks(pid: int) -> int | None:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return None
-    fields = raw[raw.rfind(b")") + 2 :].split()
-    try:
-        return int(fields[19]) if fields[0] not in (b"Z", b"X") else None
-    except (IndexError, ValueError):
-        return None
+    """The process's start time (clock ticks after boot), None when it is gone or a zombie."""
+    st = proc_stat(pid)
+    return st.start if st is not None and st.state not in ("Z", "X") else None
 
 
 def start_run(run_dir: Path) -> None:
@@ -133,11 +128,10 @@ def _ancestors() -> set[int]:
     seen, pid = set(), os.getpid()
     while pid > 1 and pid not in seen:
         seen.add(pid)
-        try:
-            raw = Path(f"/proc/{pid}/stat").read_bytes()
-            pid = int(raw[raw.rfind(b")") + 2 :].split()[1])
-        except (OSError, IndexError, ValueError):
+        st = proc_stat(pid)
+        if st is None:
             break
+        pid = st.ppid
     return seen
 
 

@@ -214,7 +214,7 @@ class _Subreaper:
 
 
 @dataclass(frozen=True)
-class _Stat:
+class ProcStat:
     state: str
     ppid: int
     pgid: int
@@ -225,7 +225,8 @@ class _Stat:
 _PROC = Path("/proc")
 
 
-def _stat(pid: int) -> _Stat | None:
+def proc_stat(pid: int) -> ProcStat | None:
+    """The fields of ``/proc/PID/stat`` envbuild reads, or None when there is no such process."""
     try:
         fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
     except OSError:
@@ -238,26 +239,26 @@ def _stat(pid: int) -> _Stat | None:
         os.close(fd)
     fields = raw[raw.rfind(b")") + 2 :].split()
     try:
-        return _Stat(fields[0].decode(), int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19]))
+        return ProcStat(fields[0].decode(), int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19]))
     except (IndexError, ValueError):  # pragma: no cover - a format this code does not know
         return None
 
 
-def _process_table() -> dict[int, _Stat]:
-    table: dict[int, _Stat] = {}
+def _process_table() -> dict[int, ProcStat]:
+    table: dict[int, ProcStat] = {}
     try:
         names = os.listdir(_PROC)
     except OSError:
         return table
     for name in names:
         if name.isdigit():
-            st = _stat(int(name))
+            st = proc_stat(int(name))
             if st is not None:
                 table[int(name)] = st
     return table
 
 
-def _dead(st: _Stat) -> bool:
+def _dead(st: ProcStat) -> bool:
     return st.state in ("Z", "X", "x")
 
 
@@ -350,7 +351,7 @@ class _Run:
 
     # -- membership --------------------------------------------------------------------------------
 
-    def _members(self, table: dict[int, _Stat]) -> dict[int, _Stat]:
+    def _members(self, table: dict[int, ProcStat]) -> dict[int, ProcStat]:
         theirs = (set(_ACTIVE) | _PROTECTED) - {self.pid}  # other runs and helpers, by pid and session
         roots: set[int] = set()
         for pid, st in table.items():
@@ -375,7 +376,7 @@ class _Run:
         children: dict[int, list[int]] = {}
         for pid, st in table.items():
             children.setdefault(st.ppid, []).append(pid)
-        members: dict[int, _Stat] = {}
+        members: dict[int, ProcStat] = {}
         pending = list(roots)
         while pending:
             pid = pending.pop()
@@ -408,7 +409,7 @@ class _Run:
         self.reap(members)
         return live
 
-    def reap(self, members: dict[int, _Stat] | None = None) -> list[int]:
+    def reap(self, members: dict[int, ProcStat] | None = None) -> list[int]:
         """Reap the run's processes re-parented to the validator (never the main one); those still alive."""
         for _ in range(_KILL_ROUNDS):  # reaping a zombie re-parents its zombie children: reap again
             if members is None:
@@ -496,7 +497,7 @@ def run_process(
     timed_out = finished = False
     returncode: int | None = None
     try:
-        st = _stat(proc.pid) if run.proc_fs else None
+        st = proc_stat(proc.pid) if run.proc_fs else None
         run.start_ticks = st.start if st is not None else 0
         io.open()
         deadline = start + timeout_s
