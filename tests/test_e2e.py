@@ -30,6 +30,7 @@ import sys
 import tarfile
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -279,6 +280,17 @@ def planted_env() -> dict[str, str]:
     }
 
 
+@contextmanager
+def saved_image(client: Any, tag: str) -> Iterator[tarfile.TarFile]:
+    """The ``docker save`` archive of ``tag``, spooled to a temporary file, opened as a tar."""
+    with tempfile.TemporaryFile() as saved:
+        for chunk in client.images.get(tag).save(chunk_size=1 << 20):
+            saved.write(chunk)
+        saved.seek(0)
+        with tarfile.open(fileobj=saved) as outer:
+            yield outer
+
+
 def needles_in_image(client: Any, tag: str, needles: list[str]) -> list[str]:
     """Where any of ``needles`` occurs: every file of every layer of ``docker save``, every other blob
     (image config: env, labels, history) and every ``docker history --no-trunc`` entry."""
@@ -287,47 +299,39 @@ def needles_in_image(client: Any, tag: str, needles: list[str]) -> list[str]:
     for entry in client.api.history(tag):
         created_by = str(entry.get("CreatedBy", "")).encode()
         found += [f"history {entry.get('Id')}: {n.decode()}" for n in wanted if n in created_by]
-    with tempfile.TemporaryFile() as saved:
-        for chunk in client.images.get(tag).save(chunk_size=1 << 20):
-            saved.write(chunk)
-        saved.seek(0)
-        with tarfile.open(fileobj=saved) as outer:
-            for member in outer:
-                if not member.isfile():
-                    continue
-                handle = outer.extractfile(member)
-                assert handle is not None
-                data = handle.read()
-                try:
-                    with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as layer:
-                        for inner in layer:
-                            if not inner.isfile():
-                                continue
-                            body = layer.extractfile(inner)
-                            content = body.read() if body is not None else b""
-                            found += [f"{member.name}: {inner.name}" for n in wanted if n in content]
-                except tarfile.ReadError:
-                    found += [f"{member.name}" for n in wanted if n in data]  # config, manifest
+    with saved_image(client, tag) as outer:
+        for member in outer:
+            if not member.isfile():
+                continue
+            handle = outer.extractfile(member)
+            assert handle is not None
+            data = handle.read()
+            try:
+                with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as layer:
+                    for inner in layer:
+                        if not inner.isfile():
+                            continue
+                        body = layer.extractfile(inner)
+                        content = body.read() if body is not None else b""
+                        found += [f"{member.name}: {inner.name}" for n in wanted if n in content]
+            except tarfile.ReadError:
+                found += [f"{member.name}" for n in wanted if n in data]  # config, manifest
     return found
 
 
 def wheels_in_layers(client: Any, tag: str) -> list[str]:
     """Every ``*.whl`` path in every layer of ``docker save`` (deleted files stay in lower layers)."""
     found: list[str] = []
-    with tempfile.TemporaryFile() as saved:
-        for chunk in client.images.get(tag).save(chunk_size=1 << 20):
-            saved.write(chunk)
-        saved.seek(0)
-        with tarfile.open(fileobj=saved) as outer:
-            for member in outer:
-                if not member.isfile() or not (member.name.endswith("layer.tar") or "blobs/" in member.name):
-                    continue
-                handle = outer.extractfile(member)
-                try:
-                    with tarfile.open(fileobj=handle, mode="r|*") as layer:
-                        found += [f"{member.name}: {m.name}" for m in layer if m.name.endswith(".whl")]
-                except tarfile.ReadError:
-                    continue  # a config or manifest blob, not a layer
+    with saved_image(client, tag) as outer:
+        for member in outer:
+            if not member.isfile() or not (member.name.endswith("layer.tar") or "blobs/" in member.name):
+                continue
+            handle = outer.extractfile(member)
+            try:
+                with tarfile.open(fileobj=handle, mode="r|*") as layer:
+                    found += [f"{member.name}: {m.name}" for m in layer if m.name.endswith(".whl")]
+            except tarfile.ReadError:
+                continue  # a config or manifest blob, not a layer
     return found
 
 
