@@ -21,6 +21,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from envbuild.typed import parse, to_data
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -44,7 +46,7 @@ def bench_lock(python: str, workdir: Path) -> Any:
         "packages": tuple(p for p in base.packages if installed(p.name)),
         "workdir": str(workdir),
     }
-    return Lock.model_validate({**base.model_dump(), **update})
+    return parse(Lock, {**to_data(base), **update})
 
 
 EXT_ARGS = {"backend": "cpu", "compile": True, "extensions": []}

@@ -8,7 +8,8 @@ the valid choices.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+
+from envbuild.typed import Record
 
 # Exit codes, documented in the README.
 EXIT_OK = 0
@@ -35,8 +36,7 @@ def choices(values: Iterable[str]) -> str:
     return ", ".join(sorted(values))
 
 
-@dataclass(frozen=True)
-class Issue:
+class Issue(Record, kw_only=False):
     """One problem in an input file: where it is and what is wrong."""
 
     file: str

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from envbuild.typed import InvalidData, Record, field, parse_json
 
 Backend = Literal["cuda", "rocm", "cpu"]
 Kind = Literal["ubuntu", "pytorch", "blender", "custom"]
@@ -30,16 +30,12 @@ WORKDIR_IN_IMAGE = "/workspace"
 IMAGE_USER = "envbuild"
 
 
-class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
 # --------------------------------------------------------------------------------------------------
 # Profile (output of envbuild.profile)
 # --------------------------------------------------------------------------------------------------
 
 
-class RequirementLine(Frozen):
+class RequirementLine(Record):
     """One logical line of a pip requirements file (continuations joined, comments stripped).
 
     ``kind`` is "requirement" (a PEP 508 string or a direct URL requirement ``name @ url``),
@@ -54,48 +50,48 @@ class RequirementLine(Frozen):
     origin: str  # "requirements.txt:12" or "profile:python.packages[0]"
 
 
-class BaseSpec(Frozen):
+class BaseSpec(Record):
     os: OsId = "ubuntu24.04"
     image: str | None = None  # explicit base image, overrides the derived one
 
 
-class AcceleratorSpec(Frozen):
+class AcceleratorSpec(Record):
     backend: Backend = "cpu"
     version: str | None = None  # "12.8", "6.3"; derived from the torch release when None
     targets: tuple[str, ...] = ()
 
 
-class PythonSpec(Frozen):
+class PythonSpec(Record):
     version: str = "3.11"
     packages: tuple[str, ...] = ()
     requirements: tuple[str, ...] = ()  # paths relative to the profile's folder
     lines: tuple[RequirementLine, ...] = ()  # parsed from packages + requirements, in order
 
 
-class TorchSpec(Frozen):
+class TorchSpec(Record):
     version: str | None = None
     packages: tuple[str, ...] = ()  # companions: torchvision, torchaudio, ... (bare names or pins)
 
 
-class BlenderSpec(Frozen):
+class BlenderSpec(Record):
     version: str | None = None
     devices: tuple[BlenderDevice, ...] = ()
     source: BlenderSource = "official"
 
 
-class SystemSpec(Frozen):
+class SystemSpec(Record):
     apt: tuple[str, ...] = ()
     snapshot: str | None = None  # "YYYYMMDDTHHMMSSZ": apt reads the distribution's snapshot archive
 
 
-class ResourcesSpec(Frozen):
+class ResourcesSpec(Record):
     gpu_memory_gib: float | None = None  # peak need per card
     gpus: int = 1  # cards the job uses at once
     memory_gib: float | None = None  # host memory the job needs inside its container
     cpus: float | None = None  # CPU cores the job needs inside its container
 
 
-class CheckSpec(Frozen):
+class CheckSpec(Record):
     """A user's own pilot check, run by the validator's ``checks`` stage."""
 
     name: str
@@ -103,11 +99,11 @@ class CheckSpec(Frozen):
     timeout_s: int = 600
     expect_exit: int = 0
     expect_files: tuple[str, ...] = ()  # must exist and be non-empty, relative to the workdir
-    expect_json: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    expect_json: dict[str, str | int | float | bool] = field(default_factory=dict)
     # "file.json:dotted.key" -> expected value
 
 
-class ValidateSpec(Frozen):
+class ValidateSpec(Record):
     """Options for the on-arrival validator, declared with the profile."""
 
     extensions: tuple[str, ...] = ()  # extension packages to import and smoke-test (flash_attn, ...)
@@ -115,11 +111,11 @@ class ValidateSpec(Frozen):
     checkpoint_dir: str = "runs/envbuild-checkpoint"  # relative to the workdir
 
 
-class AppSpec(Frozen):
+class AppSpec(Record):
     source: str | None = None  # folder (relative to the profile) copied into the image last
 
 
-class Origin(Frozen):
+class Origin(Record):
     """The profile file that set a key (:attr:`Profile.origins`), for messages about inherited values."""
 
     profile: str  # that file's ``name`` ("pytorch"); its file when it sets no name
@@ -132,7 +128,7 @@ class Origin(Frozen):
         return f"inherited from profile {self.profile!r}{where}"
 
 
-class Profile(Frozen):
+class Profile(Record):
     name: str
     kind: Kind
     description: str = ""
@@ -143,23 +139,21 @@ class Profile(Frozen):
     torch: TorchSpec = TorchSpec()
     blender: BlenderSpec = BlenderSpec()
     system: SystemSpec = SystemSpec()
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
     resources: ResourcesSpec = ResourcesSpec()
     checks: tuple[CheckSpec, ...] = ()
-    validate_: ValidateSpec = Field(default=ValidateSpec(), alias="validate")
+    validate_: ValidateSpec = ValidateSpec()  # the profile's [validate] table
     app: AppSpec = AppSpec()
 
     # Provenance, filled by the loader.
     path: str  # the profile file ("builtin:pytorch" for built-ins)
     folder: str | None = None  # folder that relative paths resolve against (None for built-ins)
     sha256: str  # sha256 of the profile file bytes plus every file it pulls in (extends, requirements)
-    sources: dict[str, str] = Field(default_factory=dict)  # "python.version" -> "default" | "profile:<file>"
+    sources: dict[str, str] = field(default_factory=dict)  # "python.version" -> "default" | "profile:<file>"
     #   | "extends:<file>" | "cli"
     # Which file set each key a file sets ("torch.packages[1]" per appended entry): for messages only.
     # Not hashed (sha256 covers the files' bytes) and not written to the lock (``sources`` is).
-    origins: dict[str, Origin] = Field(default_factory=dict)
-
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    origins: dict[str, Origin] = field(default_factory=dict)
 
     def inherited(self, key: str) -> Origin | None:
         """The parent that set ``key`` (``accelerator.version``, ``torch.packages[0]``), or None when the
@@ -193,7 +187,7 @@ class Devices:
         return self.cards_per_lot * self.devices_per_card
 
 
-class Card(Frozen, Devices):
+class Card(Record, Devices):
     id: str  # "h100", "b200", "rtx4090", "mi300x", "cpu"
     name: str
     vendor: Vendor
@@ -210,7 +204,7 @@ class Card(Frozen, Devices):
     device_memory_gib: float | None = None  # GiB per device; None: the whole card is one device
 
 
-class LotPrice(Frozen):
+class LotPrice(Record):
     """The price of one lot of a card (every card of the lot) for a duration, with where it came from."""
 
     card: str  # card id
@@ -225,20 +219,20 @@ class LotPrice(Frozen):
 # --------------------------------------------------------------------------------------------------
 
 
-class Finding(Frozen):
+class Finding(Record):
     severity: Severity
     code: str  # stable, e.g. "E-ARCH-MISSING", "W-DRIVER-UNKNOWN"
     message: str  # what is wrong and what to write instead; no internal citations
     source: str | None = None  # where the facts behind it come from (catalog row, metadata, URL)
 
 
-class IndexUrl(Frozen):
+class IndexUrl(Record):
     url: str
     reason: str
     primary: bool = False  # --index-url (True) or --extra-index-url (False)
 
 
-class Pin(Frozen):
+class Pin(Record):
     name: str  # canonical project name
     version: str  # "2.7.1"
     local: str | None = None  # "cu128", "rocm6.3", "cpu"
@@ -249,7 +243,7 @@ class Pin(Frozen):
         return f"{self.name}=={self.version}" + (f"+{self.local}" if self.local else "")
 
 
-class Plan(Frozen):
+class Plan(Record):
     profile: Profile
     targets: tuple[Card, ...]
     os: OsId
@@ -286,7 +280,7 @@ class Plan(Frozen):
     apt_snapshot_url: str | None = None  # the service (APT_SNAPSHOT_MIRROR's default)
 
 
-class CheckResult(Frozen):
+class CheckResult(Record):
     plan: Plan
     findings: tuple[Finding, ...]
 
@@ -300,7 +294,7 @@ class CheckResult(Frozen):
 # --------------------------------------------------------------------------------------------------
 
 
-class LockTarget(Frozen, Devices):
+class LockTarget(Record, Devices):
     id: str
     name: str
     vendor: Vendor
@@ -311,7 +305,7 @@ class LockTarget(Frozen, Devices):
     device_memory_gib: float | None = None  # per device when a card is several
 
 
-class LockPackage(Frozen):
+class LockPackage(Record):
     name: str
     version: str | None  # None when the requirement is not an exact pin
     local: str | None = None
@@ -319,7 +313,7 @@ class LockPackage(Frozen):
     origin: str
 
 
-class LockedFile(Frozen):
+class LockedFile(Record):
     """One file of a locked distribution that installs on the lock's target (a wheel, normally)."""
 
     filename: str  # "numpy-2.2.6-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
@@ -328,7 +322,7 @@ class LockedFile(Frozen):
     size: int | None = None
 
 
-class LockedDistribution(Frozen):
+class LockedDistribution(Record):
     """One distribution of the fully resolved environment (written by ``envbuild lock``)."""
 
     name: str  # canonical project name
@@ -348,7 +342,7 @@ class LockedDistribution(Frozen):
         return tuple(sorted(f"sha256:{f.sha256}" for f in self.files))
 
 
-class LockResolution(Frozen):
+class LockResolution(Record):
     """How the lock was resolved: enough to redo it and to say what it assumed."""
 
     resolver: str  # "uv 0.13.9"
@@ -362,7 +356,7 @@ class LockResolution(Frozen):
     indexes_from: Literal["bundle", "command line"] = "bundle"
 
 
-class Lock(Frozen):
+class Lock(Record):
     format: Literal["envbuild.lock/1"] = LOCK_FORMAT
     envbuild_version: str
     profile_name: str
@@ -410,13 +404,6 @@ class Lock(Frozen):
     distributions: tuple[LockedDistribution, ...] = ()
 
 
-def first_validation_error(exc: ValidationError) -> str:
-    """``key.path: message`` for the first error of a pydantic ``ValidationError``."""
-    first = exc.errors()[0]
-    key = ".".join(str(p) for p in first["loc"])
-    return f"{key or '(top level)'}: {first['msg']}"
-
-
 def read_lock(path: Path) -> Lock:
     """Read and validate a lock file; raise :class:`envbuild.errors.LockError` on any problem."""
     from envbuild.errors import LockError
@@ -428,6 +415,6 @@ def read_lock(path: Path) -> Lock:
     except UnicodeDecodeError:
         raise LockError(f"{path}: not UTF-8 text (expected a JSON lock of format {LOCK_FORMAT})") from None
     try:
-        return Lock.model_validate_json(text)
-    except ValidationError as exc:
-        raise LockError(f"{path}: {first_validation_error(exc)} (expected format {LOCK_FORMAT})") from None
+        return parse_json(Lock, text)
+    except InvalidData as exc:
+        raise LockError(f"{path}: {exc} (expected format {LOCK_FORMAT})") from None

@@ -12,9 +12,10 @@ from __future__ import annotations
 import math
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from envbuild.typed import Record
 
 if TYPE_CHECKING:
     from envbuild.models import Lock
@@ -36,8 +37,7 @@ AMD_GROUP_NODES = ("/dev/kfd", "/dev/dri/renderD128")
 AMD_DEVICES = ("/dev/kfd", "/dev/dri")
 
 
-@dataclass(frozen=True)
-class RunOptions:
+class RunOptions(Record, kw_only=False):
     """The ``docker run`` options envbuild recommends for a lock, each with its reason.
 
     ``group_add`` holds numeric ids (validate --image, read from this host's nodes) or shell

@@ -27,7 +27,7 @@
 # Exit status: the validator's (0 passed, 1 a stage failed, 143 the time budget ran out: the report is
 # still written), or 1 when it passed but the report does not verify, or 2 when envbuild cannot run.
 #
-# envbuild's own dependencies: the device image has click, jinja2, rich and packaging, but not
+# envbuild's own dependencies: the device image has jinja2, rich and packaging, but not
 # pydantic.  Carry them as wheels, as /work/.library/device/README.md says: here, in the repo root,
 #   scripts/gpu-check.sh --fetch-wheels          # pip download into .whl/ (ignored by git)
 # then name `.whl` in the run's `carry`.  This script installs .whl/*.whl with `pip --no-index` into
@@ -125,7 +125,7 @@ EOF
 # -- envbuild's dependencies ---------------------------------------------------------------------------
 deps_ok() {
   "$PY" -c 'import sys; sys.path[:0] = sys.argv[1].split(":")
-import click, jinja2, packaging, pydantic, rich' "$SITE:$REPO" 2>/dev/null
+import jinja2, packaging, pydantic, rich' "$SITE:$REPO" 2>/dev/null
 }
 if ! deps_ok && [ -d "$REPO/.whl" ] && compgen -G "$REPO/.whl/*.whl" >/dev/null; then
   section "installing carried wheels from .whl/ into $SITE (--no-index)"
@@ -134,7 +134,7 @@ if ! deps_ok && [ -d "$REPO/.whl" ] && compgen -G "$REPO/.whl/*.whl" >/dev/null;
 fi
 if ! deps_ok; then
   cat >&2 <<EOF
-gpu-check: envbuild's dependencies (click, jinja2, packaging, pydantic, rich) are not importable by $PY.
+gpu-check: envbuild's dependencies (jinja2, packaging, pydantic, rich) are not importable by $PY.
 Carry them as wheels: on a host with PyPI, in the repo root, run
     scripts/gpu-check.sh --fetch-wheels     # downloads ${WHEELS[*]} into .whl/
 and name ".whl" in the device run's carry; this script installs them with pip --no-index.

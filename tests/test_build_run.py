@@ -11,6 +11,7 @@ import pytest
 from envbuild.errors import BuildError
 from envbuild.image.run import device_options, extract_runs
 from envbuild.models import read_lock
+from envbuild.typed import replace
 
 LOCK = read_lock(Path(__file__).parent / "data" / "bundles" / "tiny" / "envbuild.lock.json")
 
@@ -63,16 +64,16 @@ def test_extract_runs_refuses_hostile_entries(tmp_path: Path, name: str, kind: b
 
 def test_device_options_per_backend() -> None:
     assert device_options(LOCK, None) == {}  # cpu lock, no --gpus: no device flags
-    cuda = device_options(LOCK.model_copy(update={"backend": "cuda"}), None)
+    cuda = device_options(replace(LOCK, backend="cuda"), None)
     (request,) = cuda["device_requests"]
     assert request["Count"] == -1 and request["Capabilities"] == [["gpu"]]
-    two = device_options(LOCK.model_copy(update={"backend": "cuda"}), 2)
+    two = device_options(replace(LOCK, backend="cuda"), 2)
     assert two["device_requests"][0]["Count"] == 2
-    rocm = device_options(LOCK.model_copy(update={"backend": "rocm"}), None)
+    rocm = device_options(replace(LOCK, backend="rocm"), None)
     # the host's group ids of the nodes (validate --image reads them), never the name "video"
     assert rocm == {"devices": ["/dev/kfd:/dev/kfd:rwm", "/dev/dri:/dev/dri:rwm"]}
-    with_ids = device_options(LOCK.model_copy(update={"backend": "rocm"}), None, ("110", "44"))
+    with_ids = device_options(replace(LOCK, backend="rocm"), None, ("110", "44"))
     assert with_ids["group_add"] == ["110", "44"]
     assert device_options(LOCK, 1)["device_requests"][0]["Count"] == 1  # explicit --gpus on a cpu lock
-    assert device_options(LOCK.model_copy(update={"backend": "cuda"}), 0) == {}  # --gpus none
-    assert device_options(LOCK.model_copy(update={"backend": "rocm"}), 0) == {}
+    assert device_options(replace(LOCK, backend="cuda"), 0) == {}  # --gpus none
+    assert device_options(replace(LOCK, backend="rocm"), 0) == {}

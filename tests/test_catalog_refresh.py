@@ -485,9 +485,9 @@ def test_no_overlay_imports_nothing_new(env: dict[str, str]) -> None:
     """check of a built-in profile without an overlay imports neither the overlay nor the network code."""
     code = (
         "import sys\n"
-        "from envbuild.cli import cli\n"
+        "from envbuild.cli import run\n"
         "try:\n"
-        "    cli.main(['check', 'pytorch-cpu'], standalone_mode=False)\n"
+        "    run(['check', 'pytorch-cpu'])\n"
         "except SystemExit:\n"
         "    pass\n"
         "new = ('envbuild.catalog.overlay', 'envbuild.catalog.refresh', 'envbuild.net', 'urllib.request')\n"

@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
+from cli_support import invoke
 
 import envbuild.cli._check  # noqa: F401  (registers the command)
-from envbuild.cli import cli
 from envbuild.plan import check
 from tests.test_plan_support import profile
 
@@ -70,7 +69,7 @@ def write_profile(tmp: Path, **kw: Any) -> Path:
 
 
 def run_check(path: Path | str, *args: str) -> tuple[int, dict[str, Any]]:
-    result = CliRunner().invoke(cli, ["check", str(path), "--json", *args])
+    result = invoke(["check", str(path), "--json", *args])
     assert result.exit_code in (0, 1), result.output
     return result.exit_code, json.loads(result.stdout)
 

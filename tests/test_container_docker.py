@@ -25,6 +25,7 @@ from conftest import BASE_IMAGE
 
 from envbuild.models import Lock
 from envbuild.runopts import lock_run_options, run_command
+from envbuild.typed import parse_json
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ def box(docker_client: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         )
         assert built.returncode == 0, built.stderr
         (bundle,) = (cache / "envbuild" / "bundles").iterdir()
-        lock = Lock.model_validate_json((bundle / "envbuild.lock.json").read_text())
+        lock = parse_json(Lock, (bundle / "envbuild.lock.json").read_text())
         yield Box(tag, bundle, lock, built.stderr)
 
 

@@ -19,6 +19,7 @@ from envbuild.errors import UsageError
 from envbuild.image.run import REFUSED_DOCKER_ARGS, apply_docker_args, device_options, parse_docker_args
 from envbuild.models import Lock
 from envbuild.runopts import host_group_ids, lock_run_options, run_command, run_options
+from envbuild.typed import parse_json, replace, to_json
 from envbuild.validate.container import (
     GIB,
     cgroup_facts,
@@ -31,11 +32,11 @@ from envbuild.validate.container import (
 from envbuild.validate.stages import STAGE_NAMES
 
 LOCK_FILE = Path(__file__).parent / "data" / "bundles" / "tiny" / "envbuild.lock.json"
-LOCK = Lock.model_validate_json(LOCK_FILE.read_text())
+LOCK = parse_json(Lock, LOCK_FILE.read_text())
 
 
 def lock(**update: Any) -> Lock:
-    return LOCK.model_copy(update=update)
+    return replace(LOCK, **update)
 
 
 def tree(root: Path, files: dict[str, str]) -> Path:
@@ -347,7 +348,7 @@ def test_readme_run_lines_come_from_the_one_function(tmp_path: Path) -> None:
     out = tmp_path / "bundle"
     proc = envbuild("render", profile, "--out", out, "--force")
     assert proc.returncode == 0, proc.stderr
-    written = Lock.model_validate_json((out / "envbuild.lock.json").read_text())
+    written = parse_json(Lock, (out / "envbuild.lock.json").read_text())
     assert written.memory_gib == 64.0
     text = (out / "README.md").read_text()
     tag = text.split("envbuild build . --tag ", 1)[1].split()[0]
@@ -460,7 +461,7 @@ class _FakeContainer:
 class _FakeClient:
     def __init__(self, lock: Lock) -> None:
         self.created: list[dict[str, Any]] = []
-        self.lock_json = lock.model_dump_json().encode()
+        self.lock_json = to_json(lock).encode()
         self.containers = self
 
     def create(self, tag: str, **kwargs: Any) -> _FakeContainer:

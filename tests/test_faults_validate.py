@@ -21,6 +21,7 @@ from build_support import small_tmpfs
 from test_validate_faults import _alive, hang_script
 from validate_support import cpu_lock
 
+from envbuild.typed import to_json
 from envbuild.validate import verify_report
 from envbuild.validate.runfolder import INCOMPLETE, RUN_ENV, RUNNING, settle_stale_runs, start_run
 
@@ -42,7 +43,7 @@ def validate(
 
 def lock_file_in(tmp_path: Path) -> Path:
     lock_file = tmp_path / "lock.json"
-    lock_file.write_text(cpu_lock(tmp_path).model_dump_json(), encoding="utf-8")
+    lock_file.write_text(to_json(cpu_lock(tmp_path)), encoding="utf-8")
     return lock_file
 
 

@@ -23,6 +23,8 @@ from urllib.parse import unquote, urlsplit
 import pytest
 from index_support import IndexTree, IndexURLs, build_index_tree, serve_tree, sha256_of
 
+from envbuild.typed import to_data
+
 LOCK = "envbuild.lock.json"
 REQUIREMENTS = "requirements-rebuild.txt"
 
@@ -495,8 +497,8 @@ def test_resolve_plan_agrees_with_the_lock(tmp_path: Path, urls: IndexURLs, env:
     assert resolved.ok and resolved.findings == ()
     bundle = render(env, tmp_path, "api", ["torchlike==2.13.0+cpu"])
     assert envbuild(env, "lock", bundle, "--index-url", urls.main, "--index-url", urls.cpu).returncode == 0
-    assert [d.model_dump(mode="json") for d in resolved.distributions] == read_lock(bundle)["distributions"]
-    assert resolved.resolution.model_dump(mode="json") == read_lock(bundle)["resolution"]
+    assert [to_data(d) for d in resolved.distributions] == read_lock(bundle)["distributions"]
+    assert to_data(resolved.resolution) == read_lock(bundle)["resolution"]
 
 
 # ---------------------------------------------------------------- 8. an unreachable index

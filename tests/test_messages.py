@@ -16,10 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from cli_support import invoke
 
 from envbuild.catalog import load_catalog
-from envbuild.cli import cli
 from envbuild.models import CheckResult, Finding
 from envbuild.plan import check
 from envbuild.profile import builtin_names, load_profile
@@ -191,7 +190,7 @@ def test_verdicts_from_the_catalog_cite_their_rows(findings: list[Finding]) -> N
 
 
 def _cli(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(cli, ["check", *args])
+    result = invoke(["check", *args])
     return result.exit_code, result.stdout
 
 

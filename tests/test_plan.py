@@ -15,6 +15,7 @@ from envbuild.plan.environment import check_glibc
 from envbuild.plan.findings import Findings
 from envbuild.plan.hardware import check_arch, check_toolkit_minimums
 from envbuild.plan.versions import image_platforms, validate_driver, wheel_problem
+from envbuild.typed import replace
 from tests.test_plan_support import profile, req
 
 
@@ -184,7 +185,7 @@ def test_glibc_rule() -> None:
     out = Findings()
     check_glibc(ctx, out)
     assert out.codes() == []
-    ctx.os = ctx.os.model_copy(update={"glibc": "2.27", "name": "Old Linux"})
+    ctx.os = replace(ctx.os, glibc="2.27", name="Old Linux")
     check_glibc(ctx, out)
     assert out.codes() == ["E-GLIBC"]
 

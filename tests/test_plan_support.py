@@ -50,6 +50,6 @@ def profile(
         "torch": TorchSpec(version=torch, packages=companions),
         "resources": ResourcesSpec(gpu_memory_gib=memory, gpus=gpus),
         "blender": BlenderSpec(version=blender, devices=devices),  # type: ignore[arg-type]
-        "validate": ValidateSpec(compile_extensions=compile_extensions),
+        "validate_": ValidateSpec(compile_extensions=compile_extensions),
     }
     return Profile(**data)

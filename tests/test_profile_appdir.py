@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from cli_support import invoke
 
 from envbuild.cli import _check, _render, cli  # noqa: F401  (register the commands)
 
@@ -40,16 +40,15 @@ def _ssh_key(app: Path) -> str:
 @pytest.mark.parametrize("make_bad", [_bad_link, _netrc, _ssh_key], ids=["link-out", "netrc", "ssh-key"])
 def test_check_and_render_refuse_the_same_app_folder(tmp_path: Path, make_bad: object) -> None:
     profile = _profile(tmp_path)
-    runner = CliRunner()
-    assert runner.invoke(cli, ["check", str(profile)]).exit_code == 0
+    assert invoke(["check", str(profile)]).exit_code == 0
 
     expected = make_bad(tmp_path / "app")  # type: ignore[operator]
-    checked = runner.invoke(cli, ["check", str(profile)])
+    checked = invoke(["check", str(profile)])
     assert checked.exit_code == 2
     assert "app.source" in checked.output and expected in checked.output
 
     out = tmp_path / "bundle"
-    rendered = runner.invoke(cli, ["render", str(profile), "--force", "--out", str(out)])
+    rendered = invoke(["render", str(profile), "--force", "--out", str(out)])
     assert rendered.exit_code == 2
     assert expected in rendered.output
     assert not out.exists()

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from cli_support import invoke
 from packaging.utils import parse_wheel_filename
 
 from envbuild.cli import _profiles, cli  # _profiles registers the command
@@ -126,7 +126,7 @@ def test_pilot_app_satisfies_its_own_check(name: str, tmp_path: Path) -> None:
 
 
 def test_profiles_cli_json() -> None:
-    result = CliRunner().invoke(cli, ["profiles", "--json"])
+    result = invoke(["profiles", "--json"])
     assert result.exit_code == 0, result.output
     rows = json.loads(result.output)
     assert [r["name"] for r in rows] == BUILTINS
@@ -134,7 +134,7 @@ def test_profiles_cli_json() -> None:
 
 
 def test_profiles_cli_real_process() -> None:
-    assert _profiles.profiles_command.name == "profiles"
+    assert cli.commands["profiles"].func is _profiles.profiles_command  # registered under its name
     done = subprocess.run(
         [sys.executable, "-m", "envbuild", "profiles", "--json"], capture_output=True, text=True, timeout=60
     )
@@ -143,7 +143,7 @@ def test_profiles_cli_real_process() -> None:
 
 
 def test_profiles_cli_table() -> None:
-    result = CliRunner().invoke(cli, ["profiles"])
+    result = invoke(["profiles"])
     assert result.exit_code == 0, result.output
     for name in BUILTINS:
         assert name in result.output

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from cli_support import invoke
 
 from envbuild.errors import Issue, ProfileError, UsageError
 from envbuild.profile import load_profile
@@ -253,22 +253,12 @@ def test_safe_lookalikes_are_accepted(tmp_path: Path) -> None:
 
 
 def test_cli_error_path_exits_2_with_file_and_key_and_no_traceback(tmp_path: Path) -> None:
-    """The error path a user sees: a command wrapped in handle_errors exits 2, naming file and key."""
-    import click
-
-    from envbuild.cli import handle_errors
-
-    @click.command()
-    @click.argument("ref")
-    @handle_errors
-    def load(ref: str) -> None:
-        load_profile(ref)
-
+    """The error path a user sees: `check` (wrapped in handle_errors) exits 2, naming file and key."""
     path = tmp_path / "p.toml"
     path.write_text(HEAD + '[system]\napt = ["git; rm -rf /"]\n[env]\nX = "a\\nRUN evil"\n')
-    result = CliRunner().invoke(load, [str(path)])
+    result = invoke(["check", str(path)])
     assert result.exit_code == 2
-    assert "Traceback" not in result.output
+    assert "Traceback" not in result.output and result.exception is None
     assert f"{path}: system.apt[0]:" in result.output
     assert f"{path}: env.X:" in result.output
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from cli_support import invoke
 
 from envbuild.errors import ProfileError
 from envbuild.profile import load_profile
@@ -38,13 +38,12 @@ def test_every_problem_is_reported_against_its_key(path: Path) -> None:
 def test_cli_check_and_render_exit_2_and_write_nothing(path: Path, tmp_path: Path) -> None:
     from envbuild.cli import _check, _render, cli  # noqa: F401 - registers the commands
 
-    runner = CliRunner()
-    check = runner.invoke(cli, ["check", str(path)])
+    check = invoke(["check", str(path)])
     assert check.exit_code == 2, check.output
     assert "Traceback" not in check.output
     for key in _expected(path):
         assert f": {key}: " in check.output
     out = tmp_path / "bundle"
-    render = runner.invoke(cli, ["render", str(path), "--out", str(out), "--force"])
+    render = invoke(["render", str(path), "--out", str(out), "--force"])
     assert render.exit_code == 2, render.output
     assert not out.exists() and list(tmp_path.iterdir()) == []

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from cli_support import invoke
 
 from envbuild.errors import Issue, ProfileError
 from envbuild.profile import load_profile
@@ -123,10 +123,9 @@ def _issues(path: Path) -> list[Issue]:
 def _cli_refuses(path: Path, out: Path, reporter: Path, key: str) -> None:
     from envbuild.cli import _check, _render, cli  # noqa: F401 - registers the commands
 
-    runner = CliRunner()
     named = f"{reporter}: {key}: " if key else f"{reporter}: "
     for args in (["check", str(path)], ["render", str(path), "--out", str(out), "--force"]):
-        result = runner.invoke(cli, args)
+        result = invoke(args)
         assert result.exit_code == 2, result.output
         assert "Traceback" not in result.output
         assert named in result.output

@@ -13,6 +13,7 @@ from pathlib import Path
 from envbuild.models import CheckResult, Lock, Origin
 from envbuild.plan import check
 from envbuild.profile import load_profile
+from envbuild.typed import fields
 
 PYTORCH = "(inherited from profile 'pytorch')"
 
@@ -52,7 +53,7 @@ def test_origins_name_the_profile_and_file_that_set_each_key(tmp_path: Path) -> 
     assert not any(o.inherited for o in load_profile("pytorch").origins.values())
     assert parent.note() == "inherited from profile 'pytorch'"
     # origins are for messages only: the lock carries `sources`, never origins
-    assert "origins" not in Lock.model_fields
+    assert "origins" not in fields(Lock)
 
 
 def test_a_parent_file_is_named_with_its_name_and_file(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, get_type_hints
 
 import jsonschema
 import pytest
@@ -11,7 +12,9 @@ import tomllib
 
 from envbuild.models import CheckSpec, Profile
 from envbuild.profile.jsonschema import SCHEMA_FILE, profile_schema, schema_text
+from envbuild.profile.loader import TABLE_MODELS
 from envbuild.profile.schema import CHECK, TABLES, TOP
+from envbuild.typed import fields
 
 REPO = Path(__file__).resolve().parent.parent
 PROFILES = sorted((REPO / "profiles").glob("*.toml"))
@@ -23,15 +26,18 @@ def test_published_schema_is_current() -> None:
     )
 
 
+def _names(model: type[Any]) -> set[str]:
+    return set(fields(model))
+
+
 def test_the_typed_model_has_exactly_the_schema_keys() -> None:
     derived = {"python": {"lines"}}  # filled by the loader from packages and requirements, never written
-    fields = Profile.model_fields
+    hints = get_type_hints(Profile)
     for table, specs in TABLES.items():
-        model = fields["validate_" if table == "validate" else table].annotation
-        assert model is not None
-        names = set(model.model_fields)  # type: ignore[union-attr]
-        assert names - derived.get(table, set()) == set(specs), table
-    assert set(TOP) <= set(fields) and set(CHECK) == set(CheckSpec.model_fields)
+        model = hints["validate_" if table == "validate" else table]
+        assert TABLE_MODELS[table] is model, table  # the loader builds each table as the field's model
+        assert _names(model) - derived.get(table, set()) == set(specs), table
+    assert set(TOP) <= _names(Profile) and set(CHECK) == _names(CheckSpec)
 
 
 @pytest.mark.parametrize("path", PROFILES, ids=[p.stem for p in PROFILES])

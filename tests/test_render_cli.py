@@ -8,15 +8,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from cli_support import Result, invoke
 
 import envbuild.cli._render  # noqa: F401  (registers the command)
-from envbuild.cli import cli
 from envbuild.cli._render import regenerate_command
 
 
 def run(*args: str) -> Result:
-    return CliRunner().invoke(cli, ["render", *args])
+    return invoke(["render", *args])
 
 
 def test_renders_a_builtin(tmp_path: Path) -> None:

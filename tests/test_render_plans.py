@@ -19,6 +19,7 @@ from envbuild.models import (
     Profile,
     RequirementLine,
 )
+from envbuild.typed import parse
 
 SHA = "0" * 63 + "1"
 
@@ -59,7 +60,7 @@ def profile(**overrides: Any) -> Profile:
         "checks": [CheckSpec(name="pilot", run=("python", "src/pilot.py"), expect_files=("runs/x.json",))],
     }
     data.update(overrides)
-    return Profile.model_validate(data)
+    return parse(Profile, data)
 
 
 def cuda_plan(**overrides: Any) -> Plan:
@@ -110,7 +111,7 @@ def cuda_plan(**overrides: Any) -> Plan:
         "blender_sha256_url": None,
     }
     data.update(overrides)
-    return Plan.model_validate(data)
+    return parse(Plan, data)
 
 
 def result(plan: Plan, *findings: Finding) -> CheckResult:

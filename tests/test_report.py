@@ -14,6 +14,7 @@ import pytest
 from validate_support import cpu_lock, venv_distributions
 
 from envbuild.models import CheckSpec
+from envbuild.typed import replace, to_json
 from envbuild.validate import diff_reports, load_report, run_validation, verify_report
 from envbuild.validate import report as report_module
 from envbuild.validate.redact import REDACTED, redact_env, redact_text
@@ -21,7 +22,7 @@ from envbuild.validate.redact import REDACTED, redact_env, redact_text
 
 def _report(tmp_path: Path, name: str, stages: list[str], **lock_update: object) -> Path:
     lock_file = tmp_path / f"{name}.lock.json"
-    lock_file.write_text(cpu_lock(tmp_path, **lock_update).model_dump_json(), encoding="utf-8")
+    lock_file.write_text(to_json(cpu_lock(tmp_path, **lock_update)), encoding="utf-8")
     _, run_dir = run_validation(lock_file, out=tmp_path / name, stages=stages, workdir=tmp_path)
     return run_dir
 
@@ -126,7 +127,7 @@ def test_failed_stage_in_junit_and_markdown(tmp_path: Path) -> None:
 
 def test_markdown_lists_the_packages_stage(tmp_path: Path) -> None:
     dists = tuple(
-        d.model_copy(update={"version": "1.0.0", "required_by": ("torch",)}) if d.name == "sympy" else d
+        replace(d, version="1.0.0", required_by=("torch",)) if d.name == "sympy" else d
         for d in venv_distributions()
         if d.name != "mpmath"
     )
@@ -195,9 +196,7 @@ def test_markdown_shows_a_failed_checks_output_tail_bounded_and_redacted(
 def test_diff_two_reports(tmp_path: Path) -> None:
     a = _report(tmp_path, "a", ["packages"])
     base = cpu_lock(tmp_path)
-    drifted = tuple(
-        p.model_copy(update={"version": "2.12.0"}) if p.name == "torch" else p for p in base.packages
-    )
+    drifted = tuple(replace(p, version="2.12.0") if p.name == "torch" else p for p in base.packages)
     b = _report(tmp_path, "b", ["packages"], packages=drifted)
     diffs = diff_reports(load_report(a), load_report(b))
     assert "result: passed -> failed" in diffs
@@ -213,12 +212,12 @@ def test_diff_two_reports(tmp_path: Path) -> None:
 def test_diff_reports_package_and_driver_changes(tmp_path: Path) -> None:
     a = load_report(_report(tmp_path, "a", ["packages"]))
     stages = [
-        s.model_copy(update={"facts": {**s.facts, "declared_installed": {"torch": "2.12.0+cpu"}}})
+        replace(s, facts={**s.facts, "declared_installed": {"torch": "2.12.0+cpu"}})
         if s.stage == "packages"
         else s
         for s in a.stages
     ]
-    b = a.model_copy(update={"stages": tuple(stages)})
+    b = replace(a, stages=tuple(stages))
     assert diff_reports(a, b) == ["package torch: 2.13.0+cpu -> 2.12.0+cpu"]
 
 
@@ -251,7 +250,7 @@ def test_bad_lock_is_exit_2_without_traceback(tmp_path: Path) -> None:
     binary = _envbuild("validate", "--lock", str(tmp_path / "binary.json"))
     assert binary.returncode == 2 and "binary.json: not UTF-8 text" in binary.stderr
     good = tmp_path / "good.json"
-    good.write_text(cpu_lock(tmp_path).model_dump_json(), encoding="utf-8")
+    good.write_text(to_json(cpu_lock(tmp_path)), encoding="utf-8")
     stages = _envbuild("validate", "--lock", str(good), "--stages", "os,gpu", "--out", str(tmp_path / "runs"))
     assert stages.returncode == 2 and "--stages: unknown stage 'gpu'" in stages.stderr
     timeout = _envbuild(
@@ -263,7 +262,7 @@ def test_bad_lock_is_exit_2_without_traceback(tmp_path: Path) -> None:
 
 def test_python_option_resolution(tmp_path: Path) -> None:
     good = tmp_path / "good.json"
-    good.write_text(cpu_lock(tmp_path).model_dump_json(), encoding="utf-8")
+    good.write_text(to_json(cpu_lock(tmp_path)), encoding="utf-8")
     bad = _envbuild(
         "validate", "--lock", str(good), "--python", str(tmp_path / "nope"), "--out", str(tmp_path / "r")
     )

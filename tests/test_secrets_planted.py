@@ -23,6 +23,7 @@ from build_support import make_ca
 from validate_support import cpu_lock
 
 from envbuild.models import CheckSpec
+from envbuild.typed import to_json
 
 REPO = Path(__file__).resolve().parent.parent
 NO_ENGINE = "unix:///nonexistent/envbuild-test-docker.sock"  # reaching it would be exit 3
@@ -204,7 +205,7 @@ def test_environment_at_validate_time(tmp_path: Path) -> None:
     echo = f"import os; print(*(os.environ[k] for k in {sorted(plants)!r}), sep='\\n'); raise SystemExit(4)"
     lock = cpu_lock(tmp_path, checks=(CheckSpec(name="leaky", run=("python", "-c", echo)),))
     lock_file = tmp_path / "lock.json"
-    lock_file.write_text(lock.model_dump_json(), encoding="utf-8")
+    lock_file.write_text(to_json(lock), encoding="utf-8")
     out = tmp_path / "runs"
     proc = run(
         "validate",

@@ -23,6 +23,7 @@ from validate_support import cpu_lock
 
 from envbuild.errors import UsageError
 from envbuild.models import CheckSpec, LockPackage
+from envbuild.typed import replace
 from envbuild.validate import exit_code, interp, run_validation, verify_report
 
 REPO = Path(__file__).resolve().parent.parent
@@ -301,7 +302,7 @@ def test_a_package_problem_stops_neither_accelerator_nor_checks(tmp_path: Path) 
     workdir = _app(tmp_path)
     base = cpu_lock(workdir)
     drift = LockPackage(name="sympy", version="0.0.1", requirement="sympy==0.0.1", origin="test")
-    lock = base.model_copy(update={"packages": (*base.packages, drift)})
+    lock = replace(base, packages=(*base.packages, drift))
     report, _ = run_validation(
         lock, out=tmp_path / "runs", stages=["packages", "accelerator", "checks"], keep_going=True
     )
@@ -408,7 +409,7 @@ def test_a_broken_distribution_outside_the_lock_is_a_warning(tmp_path: Path) -> 
 
     _fake_dist(bare, "locked-thing", "1.0", ["missing-dep"])
     named = LockPackage(name="locked-thing", version="1.0", requirement="locked-thing==1.0", origin="test")
-    lock = lock.model_copy(update={"packages": (*lock.packages, named)})
+    lock = replace(lock, packages=(*lock.packages, named))
     report, _ = run_validation(lock, python=python, out=tmp_path / "b", stages=["packages"])
     pk = report.stage("packages")
     assert pk.status == "failed"

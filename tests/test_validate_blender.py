@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from envbuild.models import Lock
+from envbuild.typed import replace
 from envbuild.validate import blender, run_validation, verify_report
 from envbuild.validate.host import GpuToolFacts
 from envbuild.validate.smi import SmiGpu, SmiView
@@ -41,7 +42,7 @@ def blender_lock(devices: tuple[str, ...] = ("CPU",), **update: Any) -> Lock:
     from envbuild.render import make_lock
 
     lock = make_lock(check(load_profile("blender-cpu")).plan)
-    return lock.model_copy(update={"blender_devices": devices, **update})
+    return replace(lock, blender_devices=devices, **update)
 
 
 def recorded(**renders: dict[str, Any]) -> dict[str, Any]:

@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 
 from envbuild.models import CheckSpec
+from envbuild.typed import parse
 from envbuild.validate.checks import run_checks
 
 PY = sys.executable
 
 
 def _check(code: str, **kw: object) -> CheckSpec:
-    return CheckSpec.model_validate({"name": "pilot", "run": [PY, "-c", code], **kw})
+    return parse(CheckSpec, {"name": "pilot", "run": [PY, "-c", code], **kw})
 
 
 def test_passing_check_with_files_and_json(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ import pytest
 from validate_support import cpu_lock, venv_distributions
 
 from envbuild.models import LockedDistribution
+from envbuild.typed import replace, to_json
 from envbuild.validate import exit_code, run_validation, verify_report
 
 REPO = Path(__file__).resolve().parent.parent
@@ -39,7 +40,7 @@ def cpu_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     workdir = root / "workspace"
     shutil.copytree(REPO / "profiles" / "apps" / "pilot", workdir)
     lock_file = root / "envbuild.lock.json"
-    lock_file.write_text(cpu_lock(workdir).model_dump_json(indent=2), encoding="utf-8")
+    lock_file.write_text(to_json(cpu_lock(workdir), indent=2), encoding="utf-8")
     out = root / "runs"
     proc = subprocess.run(
         [sys.executable, "-m", "envbuild", "validate", "--lock", str(lock_file), "--out", str(out), "--json"],
@@ -131,16 +132,14 @@ def test_report_files_manifest_and_redaction(cpu_run: dict[str, Any]) -> None:
 def _quick(tmp_path: Path, lock_update: dict[str, Any], **kwargs: Any):  # type: ignore[no-untyped-def]
     lock = cpu_lock(tmp_path, **lock_update)
     lock_file = tmp_path / "lock.json"
-    lock_file.write_text(lock.model_dump_json(), encoding="utf-8")
+    lock_file.write_text(to_json(lock), encoding="utf-8")
     return run_validation(lock_file, out=tmp_path / "runs", workdir=tmp_path, **kwargs)
 
 
 def test_drift_names_exactly_the_difference(tmp_path: Path) -> None:
     base = cpu_lock(tmp_path)
     packages = tuple(
-        p.model_copy(update={"version": "2.12.0", "requirement": "torch==2.12.0+cpu"})
-        if p.name == "torch"
-        else p
+        replace(p, version="2.12.0", requirement="torch==2.12.0+cpu") if p.name == "torch" else p
         for p in base.packages
     )
     report, run_dir = _quick(tmp_path, {"packages": packages})
@@ -160,9 +159,7 @@ def test_drift_names_exactly_the_difference(tmp_path: Path) -> None:
 
 def test_wrong_local_variant(tmp_path: Path) -> None:
     base = cpu_lock(tmp_path)
-    packages = tuple(
-        p.model_copy(update={"local": "cu128"}) if p.name == "torch" else p for p in base.packages
-    )
+    packages = tuple(replace(p, local="cu128") if p.name == "torch" else p for p in base.packages)
     report, _ = _quick(tmp_path, {"packages": packages}, stages=["packages"])
     assert report.stage("packages").facts["differences"] == [
         "torch: declared 2.13.0+cu128, installed 2.13.0+cpu (wrong variant: cu128 declared, cpu installed)"
@@ -200,11 +197,11 @@ def test_resolved_lock_compares_the_whole_installed_set(tmp_path: Path) -> None:
 
     def change(dist: LockedDistribution) -> LockedDistribution:
         if dist.name == "sympy":  # torch requires sympy>=1.13.3: a lock pin, not a range
-            return dist.model_copy(update={"version": "1.0.0", "required_by": ("torch",)})
+            return replace(dist, version="1.0.0", required_by=("torch",))
         if dist.name == "torch":
-            return dist.model_copy(update={"local": "cu128"})
+            return replace(dist, local="cu128")
         if dist.name == "filelock":  # locked under a name nothing installed has
-            return dist.model_copy(update={"name": "not-installed-here"})
+            return replace(dist, name="not-installed-here")
         return dist
 
     drifted = tuple(change(d) for d in dists if d.name != "mpmath")  # mpmath: installed, not locked

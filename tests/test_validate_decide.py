@@ -9,6 +9,7 @@ from validate_support import gpu_lock, locked
 
 from envbuild.errors import UsageError
 from envbuild.models import Lock, LockPackage
+from envbuild.typed import replace
 from envbuild.validate.decide import decide_interpreter, decide_os, decide_packages, package_differences
 from envbuild.validate.decide_work import (
     decide_checkpoint,
@@ -98,7 +99,7 @@ def test_a_broken_distribution_the_lock_does_not_need_is_a_warning() -> None:
 def test_without_the_requirement_graph_an_unresolved_lock_fails_every_broken_requirement() -> None:
     res = decide_packages(LOCK, {"installed": INSTALLED, "broken": [PYGOBJECT], "check_mode": "packaging"})
     assert res.status == "failed" and res.facts["broken"] == [PYGOBJECT]
-    resolved = RESOLVED.model_copy(update={"packages": ()})
+    resolved = replace(RESOLVED, packages=())
     have = {**MATCHING, "pygobject": "3.42.2"}
     ok = decide_packages(resolved, {"installed": have, "broken": [PYGOBJECT], "check_mode": "packaging"})
     assert ok.status == "passed" and ok.facts["broken_unlocked"] == [PYGOBJECT]
@@ -229,7 +230,7 @@ def test_names_are_compared_canonically() -> None:
 
 
 def test_unresolved_lock_compares_the_declared_requirements_with_a_note() -> None:
-    unresolved = RESOLVED.model_copy(update={"resolved": False})  # distributions ignored
+    unresolved = replace(RESOLVED, resolved=False)  # distributions ignored
     res = _packages(unresolved, sympy="1.13.3", rich="14.1.0")
     assert res.status == "passed"  # transitive drift is not seen: that is what the note says
     note = (
@@ -347,7 +348,7 @@ def test_extension_decisions() -> None:
 
 
 def test_memory_cpu_decisions() -> None:
-    lock = LOCK.model_copy(update={"gpu_memory_gib": 10.0})
+    lock = replace(LOCK, gpu_memory_gib=10.0)
     assert decide_memory_cpu(LOCK, 10**12).status == "skipped"
     assert decide_memory_cpu(lock, 20 * 1024**3).status == "passed"
     res = decide_memory_cpu(lock, 4 * 1024**3)

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from validate_support import gpu_lock
 
+from envbuild.typed import replace
 from envbuild.validate.decide_work import GIB, decide_extensions, decide_memory_gpu, memory_need_bytes
 
 LOCK = gpu_lock("cuda", ["h100"])
-GPU_LOCK = LOCK.model_copy(update={"gpu_memory_gib": 10.0})
+GPU_LOCK = replace(LOCK, gpu_memory_gib=10.0)
 
 
 def part(**info: object) -> dict[str, object]:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from validate_support import cpu_lock
 
+from envbuild.typed import to_json
 from envbuild.validate import exit_code, run_validation, verify_report
 
 SEGV = "import os, signal, sys\nsys.stdin.read()\nos.kill(os.getpid(), signal.SIGSEGV)\n"
@@ -68,7 +69,7 @@ def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stage: str, script_tex
         script = hang_script(tmp_path)
     monkeypatch.setenv(f"ENVBUILD_PROBE_{stage.upper()}", str(script))
     lock_file = tmp_path / "lock.json"
-    lock_file.write_text(cpu_lock(tmp_path).model_dump_json(), encoding="utf-8")
+    lock_file.write_text(to_json(cpu_lock(tmp_path)), encoding="utf-8")
     return run_validation(lock_file, out=tmp_path / "runs", workdir=tmp_path, **kwargs)
 
 
@@ -130,7 +131,7 @@ def test_signal_during_a_probe_still_writes_the_report(
     tmp_path: Path, sig: signal.Signals, code: int
 ) -> None:
     lock_file = tmp_path / "lock.json"
-    lock_file.write_text(cpu_lock(tmp_path).model_dump_json(), encoding="utf-8")
+    lock_file.write_text(to_json(cpu_lock(tmp_path)), encoding="utf-8")
     env = {**os.environ, "ENVBUILD_PROBE_PACKAGES": str(hang_script(tmp_path))}
     out = tmp_path / "runs"
     proc = subprocess.Popen(
@@ -192,7 +193,7 @@ def test_gpu_lock_without_a_gpu_fails_at_accelerator_with_the_hint(tmp_path: Pat
     )
     lock = gpu_lock("cuda", ["h100"], python_executable=sys.executable, python_version="3.11")
     lock_file = tmp_path / "lock.json"
-    lock_file.write_text(lock.model_dump_json(), encoding="utf-8")
+    lock_file.write_text(to_json(lock), encoding="utf-8")
     env = {**os.environ, "ENVBUILD_PROBE_ACCELERATOR": str(replay)}
     proc = subprocess.run(
         [

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from validate_support import gpu_lock, smi_text, torch_fixture
 
+from envbuild.typed import replace
 from envbuild.validate.gpu import arch_covered, decide_accelerator, decide_devices
 from envbuild.validate.smi import parse_amd_smi_static, parse_nvidia_smi_xml, parse_rocm_smi_json
 
@@ -218,9 +219,9 @@ def test_smi_csv_view_with_arch_agrees_and_catches_a_mismatch() -> None:
     lock = gpu_lock("cuda", ["h100"], gpus=1)
     facts = torch_fixture("h100-torch2.7.1-cu128.json")["devices"]
     csv_view = parse_nvidia_smi_csv(smi_text("nvidia-smi-query-gpu-h100x2.csv"))
-    one = csv_view.model_copy(update={"gpus": csv_view.gpus[:1]})
+    one = replace(csv_view, gpus=csv_view.gpus[:1])
     assert decide_devices(lock, facts, [one]).status == "passed"
-    wrong = one.model_copy(update={"gpus": (one.gpus[0].model_copy(update={"arch": "sm_80"}),)})
+    wrong = replace(one, gpus=(replace(one.gpus[0], arch="sm_80"),))
     res = decide_devices(lock, facts, [wrong])
     assert "device 0: torch arch sm_90, nvidia-smi arch sm_80" in (res.error or "")
 

@@ -12,6 +12,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from envbuild.models import Lock, LockedDistribution, LockedFile, LockTarget
+from envbuild.typed import parse, to_data
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -61,7 +62,7 @@ def cpu_lock(workdir: Path, **update: Any) -> Lock:
         "workdir": str(workdir),
         **update,
     }
-    return Lock.model_validate({**base.model_dump(), **fields})
+    return parse(Lock, {**to_data(base), **fields})
 
 
 def gpu_lock(backend: str, targets: list[str], **update: Any) -> Lock:
@@ -100,7 +101,7 @@ def gpu_lock(backend: str, targets: list[str], **update: Any) -> Lock:
         "checkpoint_dir": "runs/envbuild-checkpoint",
         **update,
     }
-    return Lock.model_validate(fields)
+    return parse(Lock, fields)
 
 
 def locked(

@@ -10,10 +10,8 @@ loads them once (cached) into typed frozen models and answers look-ups for the p
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,6 +40,7 @@ from envbuild.catalog.models import (
     sm_cc,
 )
 from envbuild.resources import catalog_dir, data_dir
+from envbuild.typed import Record, replace
 
 if TYPE_CHECKING:
     from envbuild.catalog.overlay import OverlayState
@@ -68,8 +67,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class Catalog:
+class Catalog(Record, kw_only=False):
     cards: tuple[CardEntry, ...]
     torch: TorchCatalog
     toolkits: Toolkits
@@ -220,6 +218,6 @@ def _with_overlay(directory: Path, path: Path, mtime_ns: int, size: int) -> Cata
     try:
         data = overlay.read(path)
     except overlay.OverlayInvalid as exc:
-        return dataclasses.replace(base, overlay=overlay.OverlayState(path=path, error=str(exc)))
+        return replace(base, overlay=overlay.OverlayState(path=path, error=str(exc)))
     torch, state = overlay.merge(base.torch, base.toolkits, data, path)
-    return dataclasses.replace(base, torch=torch, overlay=state)
+    return replace(base, torch=torch, overlay=state)

@@ -5,10 +5,13 @@ cache folder (:func:`envbuild.resources.cache_dir`: ``$XDG_CACHE_HOME/envbuild``
 ``~/.cache/envbuild``), in one slot per file name and model.  The slot starts with a key: the sha256 of
 
 - the data file's bytes,
-- the model's identity and definition: the qualified name of every pydantic model reachable from it
-  (bases and field types) and the bytes of each module defining one (fields, validators, config),
-  plus ``envbuild/models.py`` (the shared literal types),
-- envbuild's, pydantic's, pydantic-core's and Python's versions and the pickle protocol.
+- the model's identity and definition: its qualified name and the bytes of the modules that define
+  it and its rows (fields, checks): its own module, ``envbuild/catalog/models.py``,
+  ``envbuild/models.py`` (the shared literal types) and ``envbuild/typed.py`` (how data is validated),
+- envbuild's and Python's versions and the pickle protocol.
+
+The slot holds plain dataclasses (:mod:`envbuild.typed`): reading it imports no validation library,
+and the validator's version does not enter the key (what it accepts is fixed by the models' source).
 
 A slot is read only when its key is the one computed for the file being loaded; anything else
 (missing, another key, truncated, not a pickle, not an instance of the model, not owned by this
@@ -24,16 +27,14 @@ import hashlib
 import os
 import pickle
 import sys
-import typing
 from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel
-
 from envbuild.resources import cache_dir
+from envbuild.typed import Record
 
-M = TypeVar("M", bound=BaseModel)
+M = TypeVar("M", bound=Record)
 
 FORMAT = b"envbuild-catalog-cache/1\n"
 PROTOCOL = pickle.HIGHEST_PROTOCOL
@@ -41,30 +42,6 @@ PROTOCOL = pickle.HIGHEST_PROTOCOL
 
 def catalog_cache_dir() -> Path:
     return cache_dir() / "catalog"
-
-
-def _models(model: type[BaseModel]) -> list[type[BaseModel]]:
-    """``model``, its pydantic bases and every model its fields name, each once, in a stable order."""
-    found: list[type[BaseModel]] = []
-
-    def visit_type(tp: Any) -> None:
-        if isinstance(tp, type) and issubclass(tp, BaseModel):
-            visit_model(tp)
-        for arg in typing.get_args(tp):
-            visit_type(arg)
-
-    def visit_model(cls: type[BaseModel]) -> None:
-        if cls in found or cls is BaseModel:
-            return
-        found.append(cls)
-        for base in cls.__mro__[1:]:
-            if isinstance(base, type) and issubclass(base, BaseModel):
-                visit_model(base)
-        for field in cls.model_fields.values():
-            visit_type(field.annotation)
-
-    visit_model(model)
-    return found
 
 
 @cache
@@ -79,40 +56,32 @@ def _module_digest(name: str) -> bytes:
     return hashlib.sha256(data).digest()
 
 
-@cache
-def schema_fingerprint(model: type[BaseModel]) -> bytes:
-    """What the validated form of a file depends on besides the file: see the module docstring."""
-    import pydantic
-    import pydantic_core
+# The modules every catalog model depends on, besides its own.
+MODEL_MODULES = ("envbuild.catalog.models", "envbuild.models", "envbuild.typed")
 
+
+@cache
+def schema_fingerprint(model: type[Any]) -> bytes:
+    """What the validated form of a file depends on besides the file: see the module docstring."""
     from envbuild import __version__
 
     digest = hashlib.sha256()
-    for part in (
-        FORMAT,
-        __version__.encode(),
-        pydantic.VERSION.encode(),
-        pydantic_core.__version__.encode(),
-        sys.version.encode(),
-        str(PROTOCOL).encode(),
-    ):
+    for part in (FORMAT, __version__.encode(), sys.version.encode(), str(PROTOCOL).encode()):
         digest.update(part + b"\0")
-    classes = _models(model)
-    for cls in classes:
-        digest.update(f"{cls.__module__}.{cls.__qualname__}\0".encode())
-    for name in sorted({cls.__module__ for cls in classes} | {"envbuild.models"}):
+    digest.update(f"{model.__module__}.{model.__qualname__}\0".encode())
+    for name in sorted({model.__module__, *MODEL_MODULES}):
         digest.update(name.encode() + b"\0" + _module_digest(name))
     return digest.digest()
 
 
-def cache_key(data: bytes, model: type[BaseModel]) -> bytes:
+def cache_key(data: bytes, model: type[Any]) -> bytes:
     """The key a slot must carry to stand for ``data`` validated as ``model`` (64 hex digits)."""
-    digest = hashlib.sha256(schema_fingerprint(model))
+    digest = hashlib.sha256(schema_fingerprint(model))  # type: ignore[arg-type]  # a class is hashable
     digest.update(hashlib.sha256(data).digest())
     return digest.hexdigest().encode("ascii")
 
 
-def slot(path: Path, model: type[BaseModel]) -> Path:
+def slot(path: Path, model: type[Record]) -> Path:
     """The one cache file for a data file's name validated as ``model`` (a later key overwrites it)."""
     return catalog_cache_dir() / f"{path.name}.{model.__module__}.{model.__qualname__}.pickle"
 
@@ -142,7 +111,7 @@ def load(path: Path, model: type[M], key: bytes) -> M | None:
     return obj if type(obj) is model else None
 
 
-def store(path: Path, model: type[BaseModel], key: bytes, obj: BaseModel) -> None:
+def store(path: Path, model: type[Record], key: bytes, obj: Record) -> None:
     """Write the slot atomically; any failure leaves the cache as it was and is not an error."""
     import tempfile  # only when writing: a cache hit does not pay for it
 

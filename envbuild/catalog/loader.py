@@ -14,44 +14,47 @@ import io
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
 from envbuild.catalog import cache
 from envbuild.catalog.models import (
     AptSnapshot,
     BlenderCatalog,
     CardEntry,
-    CompanionRelease,
     OsEntry,
     PriceEntry,
     ReserveEntry,
     Terms,
     Toolkits,
     TorchCatalog,
+    not_empty,
 )
 from envbuild.errors import CatalogError
+from envbuild.typed import InvalidData, Record, error_message, parse
 
-M = TypeVar("M", bound=BaseModel)
+M = TypeVar("M", bound=Record)
 
 FILES = ("cards.toml", "torch.toml", "toolkits.toml", "platform.toml", "blender.toml", "prices.toml")
 
 
-class CardsFile(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    reserve: tuple[ReserveEntry, ...] = Field(min_length=1)
-    card: tuple[CardEntry, ...] = Field(min_length=1)
+class CardsFile(Record):
+    reserve: tuple[ReserveEntry, ...]
+    card: tuple[CardEntry, ...]
+
+    def __post_init__(self) -> None:
+        not_empty("reserve", self.reserve)
+        not_empty("card", self.card)
 
 
-class PricesFile(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class PricesFile(Record):
     terms: Terms
     price: tuple[PriceEntry, ...] = ()
 
 
-class PlatformFile(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    os: tuple[OsEntry, ...] = Field(min_length=1)
+class PlatformFile(Record):
+    os: tuple[OsEntry, ...]
     apt_snapshot: tuple[AptSnapshot, ...] = ()
+
+    def __post_init__(self) -> None:
+        not_empty("os", self.os)
 
 
 def _row_label(data: Any, loc: tuple[int | str, ...]) -> str:
@@ -109,12 +112,12 @@ def _validate(path: Path, raw: bytes, model: type[M]) -> M:
     except tomllib.TOMLDecodeError as exc:
         raise CatalogError(f"{path}: not valid TOML: {exc}") from None
     try:
-        return model.model_validate(data)
-    except ValidationError as exc:
+        return parse(model, data)
+    except InvalidData as exc:
         lines = []
-        for err in exc.errors()[:5]:
-            lines.append(f"{path.name}: {_row_label(data, tuple(err['loc']))}: {err['msg']}")
-        more = len(exc.errors()) - len(lines)
+        for err in exc.errors[:5]:
+            lines.append(f"{path.name}: {_row_label(data, tuple(err['loc']))}: {error_message(err)}")
+        more = len(exc.errors) - len(lines)
         tail = f"\n  ... and {more} more" if more > 0 else ""
         raise CatalogError(f"malformed catalog row in {path}:\n  " + "\n  ".join(lines) + tail) from None
 
@@ -202,29 +205,4 @@ def load_files(
             raise CatalogError(
                 f"{where}: pypi_default_cuda {rel.pypi_default_cuda!r} is not one of its cuda variants"
             )
-    _check_companions(torch)
     return cards, torch, toolkits, platform, blender, prices
-
-
-def _check_companions(torch: TorchCatalog) -> None:
-    """Every [[release.patch]] companion with a [[companion]] row must be one its metadata allows."""
-    from packaging.requirements import Requirement
-    from packaging.version import Version
-
-    _unique("torch.toml", "companion", [f"{c.name} {c.version}" for c in torch.companion])
-    _unique("torch.toml", "torch_requires", [t.torch for t in torch.torch_requires])
-    rows: dict[tuple[str, str], CompanionRelease] = {(c.name, c.version): c for c in torch.companion}
-    for rel in torch.release:
-        for patch in rel.patch:
-            for name, version in (("torchvision", patch.torchvision), ("torchaudio", patch.torchaudio)):
-                row = rows.get((name, version or ""))
-                bad = [
-                    line
-                    for line in (row.requires_torch if row else ())
-                    if not Requirement(line).specifier.contains(Version(patch.version), prereleases=True)
-                ]
-                if bad:
-                    raise CatalogError(
-                        f"torch.toml: patch {patch.version}: {name} {version} requires {bad[0]!r} "
-                        "(its [[companion]] row), which excludes this torch"
-                    )

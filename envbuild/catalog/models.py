@@ -1,21 +1,21 @@
 """Typed, frozen rows of the catalog (the TOML files in ``envbuild/data/``).
 
 Every row carries ``tier`` (P primary, S secondary, unconfirmed) and ``source`` (the citation copied
-from the design's compat-facts).  Field validators reject malformed values at load time, so the
-planner can rely on shapes (``sm_90``, ``gfx942``, ``570.124.06``, ``cu128``, ``rocm6.2.4``).
+from the design's compat-facts).  The rows are frozen dataclasses (:mod:`envbuild.typed`): a file is
+validated once, on a cache miss, by :func:`envbuild.typed.parse` (types, literals, unknown keys) and each
+row's ``__post_init__`` (shapes and ranges), so the planner can rely on shapes (``sm_90``, ``gfx942``,
+``570.124.06``, ``cu128``, ``rocm6.2.4``).  A ``ValueError`` here names the key it is about.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from typing import Literal
-
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from collections.abc import Iterable, Sized
+from typing import Literal, NoReturn
 
 from envbuild.models import Card, Devices, OsId, Vendor
+from envbuild.typed import Record
 
 Tier = Literal["P", "S", "unconfirmed"]
 
@@ -29,18 +29,69 @@ _GFX = re.compile(r"^gfx[0-9a-f]{3,4}$")
 _ARCH_ITEM = re.compile(r"^\d+\.\d(\+PTX)?$")
 _APT = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
 
+_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+_IMAGE_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
+_IMAGE_TAG = re.compile(r"^[0-9a-z.{}-]+$")
+_ROCM_IMAGE_TAG = re.compile(r"^[0-9.]+$")
+_CODENAME = re.compile(r"^[a-z]+$")
+_GLIBC = re.compile(r"^2\.\d+$")
+_CC = re.compile(r"^\d+\.\d$")
+_PTX = re.compile(r"^compute_\d+$")
+_BPY_PYTHON = re.compile(r"^3\.\d{1,2}$")
+_HTTPS = re.compile(r"^https://[^\s]+$")
+_RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
 
-class Row(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
-    tier: Tier
-    source: str = Field(min_length=3)
+# ---- the checks a type cannot state; each raises ValueError("key: problem") ------------------------
+
+
+def fail(key: str, problem: str) -> NoReturn:
+    raise ValueError(f"{key}: {problem}")
 
 
 def _check(pattern: re.Pattern[str], value: str, what: str) -> str:
     if not pattern.match(value):
         raise ValueError(f"{value!r} is not a valid {what}")
     return value
+
+
+def shape(key: str, value: str | None, pattern: re.Pattern[str], what: str) -> None:
+    """``value`` (unless None) matches ``pattern``."""
+    if value is not None and not pattern.match(value):
+        fail(key, f"{value!r} is not a valid {what}")
+
+
+def shapes(key: str, values: Iterable[str], pattern: re.Pattern[str], what: str) -> None:
+    for value in values:
+        shape(key, value, pattern, what)
+
+
+def at_least(key: str, value: float, low: float) -> None:
+    if value < low:
+        fail(key, f"must be at least {low:g}, got {value:g}")
+
+
+def at_most(key: str, value: float, high: float) -> None:
+    if value > high:
+        fail(key, f"must be at most {high:g}, got {value:g}")
+
+
+def not_empty(key: str, value: Sized) -> None:
+    if not value:
+        fail(key, "must not be empty")
+
+
+def text(key: str, value: str, min_length: int = 3) -> None:
+    if len(value) < min_length:
+        fail(key, f"must be at least {min_length} characters, got {value!r}")
+
+
+class Row(Record):
+    tier: Tier
+    source: str
+
+    def __post_init__(self) -> None:
+        text("source", self.source)
 
 
 def sm_cc(arch: str) -> tuple[int, int]:
@@ -52,12 +103,12 @@ def sm_cc(arch: str) -> tuple[int, int]:
 
 
 class CardEntry(Row, Devices):
-    id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    id: str
     name: str
     vendor: Vendor
     arch: str
-    memory_gib: float = Field(ge=0)
-    cards_per_lot: int = Field(ge=1, le=16)
+    memory_gib: float
+    cards_per_lot: int
     bf16_tflops: float | None = None
     bandwidth_gbs: float | None = None
     min_cuda: str | None = None
@@ -65,38 +116,34 @@ class CardEntry(Row, Devices):
     min_rocm_tier: Tier = "P"
     min_driver: str | None = None
     host_arch: Literal["x86_64", "aarch64"] = "x86_64"
-    devices_per_card: int = Field(default=1, ge=1, le=8)  # MI250X: 2 GCDs, each its own device
-    device_memory_gib: float | None = Field(default=None, gt=0)  # required when devices_per_card > 1
+    devices_per_card: int = 1  # MI250X: 2 GCDs, each its own device
+    device_memory_gib: float | None = None  # required when devices_per_card > 1
 
-    @model_validator(mode="after")
-    def _devices(self) -> CardEntry:
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        shape("id", self.id, _ID, "card id (lower-case letters, digits and dashes)")
+        at_least("memory_gib", self.memory_gib, 0)
+        at_least("cards_per_lot", self.cards_per_lot, 1)
+        at_most("cards_per_lot", self.cards_per_lot, 16)
+        at_least("devices_per_card", self.devices_per_card, 1)
+        at_most("devices_per_card", self.devices_per_card, 8)
+        if not (self.arch == "" or _SM.match(self.arch) or _GFX.match(self.arch)):
+            fail("arch", f"{self.arch!r} is not an arch (sm_XY, gfxNNN, or empty for cpu)")
+        shape("min_cuda", self.min_cuda, _VERSION, "version")
+        shape("min_rocm", self.min_rocm, _VERSION, "version")
+        shape("min_driver", self.min_driver, _DRIVER, "driver version")
+        if self.device_memory_gib is not None and not self.device_memory_gib > 0:
+            fail("device_memory_gib", f"must be above 0, got {self.device_memory_gib:g}")
         if self.devices_per_card > 1 and self.device_memory_gib is None:
-            raise ValueError("device_memory_gib is required when devices_per_card > 1")
+            fail("device_memory_gib", "is required when devices_per_card > 1")
         if self.device_memory_gib is not None and not math.isclose(
             self.device_memory_gib * self.devices_per_card, self.memory_gib
         ):
-            raise ValueError(
+            fail(
+                "device_memory_gib",
                 f"devices_per_card x device_memory_gib = {self.devices_per_card} x "
-                f"{self.device_memory_gib:g} GiB is not memory_gib ({self.memory_gib:g} GiB)"
+                f"{self.device_memory_gib:g} GiB is not memory_gib ({self.memory_gib:g} GiB)",
             )
-        return self
-
-    @field_validator("arch")
-    @classmethod
-    def _arch(cls, v: str) -> str:
-        if v == "" or _SM.match(v) or _GFX.match(v):
-            return v
-        raise ValueError(f"{v!r} is not an arch (sm_XY, gfxNNN, or empty for cpu)")
-
-    @field_validator("min_cuda", "min_rocm")
-    @classmethod
-    def _ver(cls, v: str | None) -> str | None:
-        return None if v is None else _check(_VERSION, v, "version")
-
-    @field_validator("min_driver")
-    @classmethod
-    def _drv(cls, v: str | None) -> str | None:
-        return None if v is None else _check(_DRIVER, v, "driver version")
 
     @property
     def cc(self) -> tuple[int, int] | None:
@@ -126,9 +173,17 @@ class ReserveEntry(Row):
     """GiB of each device a job cannot use: the runtime context each process creates there."""
 
     vendor: Literal["nvidia", "amd"]
-    gib: float = Field(ge=0, lt=16)
-    what: str = Field(min_length=3)  # "the CUDA context", for messages
-    cite: str = Field(min_length=3)  # a short citation, for messages
+    gib: float
+    what: str  # "the CUDA context", for messages
+    cite: str  # a short citation, for messages
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        at_least("gib", self.gib, 0)
+        if not self.gib < 16:
+            fail("gib", f"must be below 16, got {self.gib:g}")
+        text("what", self.what)
+        text("cite", self.cite)
 
 
 _DATE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?$")
@@ -142,41 +197,41 @@ def check_date(value: str) -> str:
 class Terms(Row):
     """The provider's rental terms: durations and how many lots one order may hold."""
 
-    provider: str = Field(min_length=2)
-    days: tuple[int, ...] = Field(min_length=1)
-    min_lots: int = Field(ge=1)
-    max_lots: int = Field(ge=1)
-    cite: str = Field(min_length=3)
+    provider: str
+    days: tuple[int, ...]
+    min_lots: int
+    max_lots: int
+    cite: str
 
-    @model_validator(mode="after")
-    def _lots(self) -> Terms:
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        text("provider", self.provider, 2)
+        not_empty("days", self.days)
+        at_least("min_lots", self.min_lots, 1)
+        at_least("max_lots", self.max_lots, 1)
+        text("cite", self.cite)
         if self.max_lots < self.min_lots:
-            raise ValueError(f"max_lots {self.max_lots} is below min_lots {self.min_lots}")
+            fail("max_lots", f"{self.max_lots} is below min_lots {self.min_lots}")
         if any(d < 1 for d in self.days) or list(self.days) != sorted(set(self.days)):
-            raise ValueError(f"days must be increasing positive numbers, got {list(self.days)}")
-        return self
+            fail("days", f"must be increasing positive numbers, got {list(self.days)}")
 
 
 class PriceEntry(Row):
     """One card's lot prices: days -> USD for one lot (all the lot's cards) for that duration."""
 
     card: str
-    usd: dict[int, float] = Field(min_length=1)
+    usd: dict[int, float]
     date: str
-    cite: str = Field(min_length=3)
+    cite: str
 
-    @field_validator("usd")
-    @classmethod
-    def _usd(cls, v: dict[int, float]) -> dict[int, float]:
-        bad = [f"{days}: {usd!r}" for days, usd in v.items() if not usd > 0]
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        not_empty("usd", self.usd)
+        bad = [f"{days}: {usd!r}" for days, usd in self.usd.items() if not usd > 0]
         if bad:
-            raise ValueError(f"USD per lot must be positive ({', '.join(bad)})")
-        return v
-
-    @field_validator("date")
-    @classmethod
-    def _date(cls, v: str) -> str:
-        return check_date(v)
+            fail("usd", f"USD per lot must be positive ({', '.join(bad)})")
+        shape("date", self.date, _DATE, "date (YYYY-MM-DD or YYYY-MM)")
+        text("cite", self.cite)
 
 
 class PatchEntry(Row):
@@ -185,10 +240,10 @@ class PatchEntry(Row):
     torchaudio: str | None = None
     triton: str
 
-    @field_validator("version", "torchvision", "torchaudio", "triton")
-    @classmethod
-    def _ver(cls, v: str | None) -> str | None:
-        return None if v is None else _check(_VERSION, v, "version")
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for key in ("version", "torchvision", "torchaudio", "triton"):
+            shape(key, getattr(self, key), _VERSION, "version")
 
 
 class CudaWheel(Row):
@@ -196,20 +251,13 @@ class CudaWheel(Row):
     arch_list: str  # TORCH_CUDA_ARCH_LIST as written upstream: "7.5;8.0;...;12.0+PTX"
     only_patches: tuple[str, ...] = ()
 
-    @field_validator("variant")
-    @classmethod
-    def _variant(cls, v: str) -> str:
-        return _check(_CUDA_VARIANT, v, "CUDA wheel variant (cuNNN)")
-
-    @field_validator("arch_list")
-    @classmethod
-    def _archs(cls, v: str) -> str:
-        items = v.split(";")
-        for item in items:
-            _check(_ARCH_ITEM, item, "TORCH_CUDA_ARCH_LIST entry (X.Y or X.Y+PTX)")
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        shape("variant", self.variant, _CUDA_VARIANT, "CUDA wheel variant (cuNNN)")
+        items = self.arch_list.split(";")
+        shapes("arch_list", items, _ARCH_ITEM, "TORCH_CUDA_ARCH_LIST entry (X.Y or X.Y+PTX)")
         if any("+PTX" in item for item in items[:-1]):
-            raise ValueError("+PTX may only follow the last arch")
-        return v
+            fail("arch_list", "+PTX may only follow the last arch")
 
     @property
     def archs(self) -> tuple[str, ...]:
@@ -237,17 +285,10 @@ class RocmWheel(Row):
     variant: str
     gfx: str
 
-    @field_validator("variant")
-    @classmethod
-    def _variant(cls, v: str) -> str:
-        return _check(_ROCM_VARIANT, v, "ROCm wheel variant (rocmX.Y[.Z])")
-
-    @field_validator("gfx")
-    @classmethod
-    def _gfx(cls, v: str) -> str:
-        for item in v.split(";"):
-            _check(_GFX, item, "gfx target")
-        return v
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        shape("variant", self.variant, _ROCM_VARIANT, "ROCm wheel variant (rocmX.Y[.Z])")
+        shapes("gfx", self.gfx.split(";"), _GFX, "gfx target")
 
     @property
     def targets(self) -> tuple[str, ...]:
@@ -257,36 +298,34 @@ class RocmWheel(Row):
 class Release(Row):
     series: str
     status: Literal["ga", "unconfirmed"]
-    python: tuple[str, ...] = Field(min_length=1)
+    python: tuple[str, ...]
     python_experimental: tuple[str, ...] = ()
     pypi_default_cuda: str
     min_glibc: str
-    patch: tuple[PatchEntry, ...] = Field(min_length=1)
+    patch: tuple[PatchEntry, ...]
     cuda: tuple[CudaWheel, ...] = ()
     rocm: tuple[RocmWheel, ...] = ()
 
-    @field_validator("series")
-    @classmethod
-    def _series(cls, v: str) -> str:
-        return _check(_SERIES, v, "release series (X.Y)")
-
-    @field_validator("python", "python_experimental")
-    @classmethod
-    def _py(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        for item in v:
-            _check(_SERIES, item, "Python version (3.X)")
-        return v
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        shape("series", self.series, _SERIES, "release series (X.Y)")
+        not_empty("python", self.python)
+        shapes("python", self.python, _SERIES, "Python version (3.X)")
+        shapes("python_experimental", self.python_experimental, _SERIES, "Python version (3.X)")
+        not_empty("patch", self.patch)
 
 
-def _requirements_on(name: str, lines: tuple[str, ...]) -> tuple[str, ...]:
+def _requirements_on(key: str, name: str, lines: tuple[str, ...]) -> None:
+    from packaging.requirements import InvalidRequirement, Requirement  # on a cache miss only
+    from packaging.utils import canonicalize_name
+
     for line in lines:
         try:
             req = Requirement(line)
         except InvalidRequirement as exc:
-            raise ValueError(f"{line!r} is not a requirement ({exc})") from None
+            fail(key, f"{line!r} is not a requirement ({exc})")
         if canonicalize_name(req.name) != name:
-            raise ValueError(f"{line!r} is not a requirement on {name}")
-    return lines
+            fail(key, f"{line!r} is not a requirement on {name}")
 
 
 class CompanionRelease(Row):
@@ -300,15 +339,10 @@ class CompanionRelease(Row):
     version: str
     requires_torch: tuple[str, ...] = ()
 
-    @field_validator("version")
-    @classmethod
-    def _ver(cls, v: str) -> str:
-        return _check(_VERSION, v, "version")
-
-    @field_validator("requires_torch")
-    @classmethod
-    def _reqs(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        return _requirements_on("torch", v)
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        shape("version", self.version, _VERSION, "version")
+        _requirements_on("requires_torch", "torch", self.requires_torch)
 
 
 class TorchRequires(Row):
@@ -317,40 +351,88 @@ class TorchRequires(Row):
     torch: str
     triton: tuple[str, ...] = ()
 
-    @field_validator("torch")
-    @classmethod
-    def _ver(cls, v: str) -> str:
-        return _check(_VERSION, v, "version")
-
-    @field_validator("triton")
-    @classmethod
-    def _reqs(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        return _requirements_on("triton", v)
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        shape("torch", self.torch, _VERSION, "version")
+        _requirements_on("triton", "triton", self.triton)
 
 
-class TorchCatalog(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+_INDEX_URL = re.compile(r"^https://[^\s]+\{variant\}$")
 
-    index_url: str = Field(pattern=r"^https://[^\s]+\{variant\}$")
+
+class TorchCatalog(Record):
+    index_url: str
     index_source: str
-    release: tuple[Release, ...] = Field(min_length=1)
+    release: tuple[Release, ...]
     companion: tuple[CompanionRelease, ...] = ()
     torch_requires: tuple[TorchRequires, ...] = ()
+
+    def __post_init__(self) -> None:
+        shape("index_url", self.index_url, _INDEX_URL, "index URL (https://...{variant})")
+        not_empty("release", self.release)
+        _check_companions(self)
+
+
+def _duplicate(kind: str, keys: list[str]) -> None:
+    seen: set[str] = set()
+    for i, key in enumerate(keys):
+        if key in seen:
+            fail(f"{kind}[{i}]", f"duplicate {key!r}")
+        seen.add(key)
+
+
+def _check_companions(torch: TorchCatalog) -> None:
+    """Every [[release.patch]] companion with a [[companion]] row must be one its metadata allows."""
+    from packaging.requirements import Requirement  # on a cache miss only
+    from packaging.version import Version
+
+    _duplicate("companion", [f"{c.name} {c.version}" for c in torch.companion])
+    _duplicate("torch_requires", [t.torch for t in torch.torch_requires])
+    rows: dict[tuple[str, str], CompanionRelease] = {(c.name, c.version): c for c in torch.companion}
+    for rel in torch.release:
+        for patch in rel.patch:
+            for name, version in (("torchvision", patch.torchvision), ("torchaudio", patch.torchaudio)):
+                row = rows.get((name, version or ""))
+                bad = [
+                    line
+                    for line in (row.requires_torch if row else ())
+                    if not Requirement(line).specifier.contains(Version(patch.version), prereleases=True)
+                ]
+                if bad:
+                    fail(
+                        f"patch {patch.version}",
+                        f"{name} {version} requires {bad[0]!r} (its [[companion]] row), which excludes "
+                        "this torch",
+                    )
 
 
 class CudaFamily(Row):
     major: int
-    driver: str = Field(pattern=_DRIVER.pattern)
+    driver: str
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        shape("driver", self.driver, _DRIVER, "driver version")
 
 
 class CudaToolkit(Row):
-    variant: str = Field(pattern=_CUDA_VARIANT.pattern)
-    version: str = Field(pattern=_SERIES.pattern)
-    image_version: str = Field(pattern=r"^\d+\.\d+\.\d+$")
-    image_tag: str = Field(pattern=r"^[0-9a-z.{}-]+$")
-    image_os: tuple[OsId, ...] = Field(min_length=1)
-    ga_driver: str = Field(pattern=_DRIVER.pattern)
-    driver: str = Field(pattern=_DRIVER.pattern)
+    variant: str
+    version: str
+    image_version: str
+    image_tag: str
+    image_os: tuple[OsId, ...]
+    ga_driver: str
+    driver: str
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        shape("variant", self.variant, _CUDA_VARIANT, "CUDA wheel variant (cuNNN)")
+        shape("version", self.version, _SERIES, "CUDA version (X.Y)")
+        shape("image_version", self.image_version, _IMAGE_VERSION, "image version (X.Y.Z)")
+        shape("image_tag", self.image_tag, _IMAGE_TAG, "image tag template")
+        not_empty("image_os", self.image_os)
+        shape("ga_driver", self.ga_driver, _DRIVER, "driver version")
+        shape("driver", self.driver, _DRIVER, "driver version")
 
     @property
     def major(self) -> int:
@@ -364,21 +446,30 @@ class RocmImage(Row):
 
 
 class RocmVersion(Row):
-    variant: str = Field(pattern=_ROCM_VARIANT.pattern)
-    version: str = Field(pattern=_VERSION.pattern)
-    image_tag: str = Field(pattern=r"^[0-9.]+$")
-    image_os: tuple[OsId, ...] = Field(min_length=1)
+    variant: str
+    version: str
+    image_tag: str
+    image_os: tuple[OsId, ...]
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        shape("variant", self.variant, _ROCM_VARIANT, "ROCm wheel variant (rocmX.Y[.Z])")
+        shape("version", self.version, _VERSION, "version")
+        shape("image_tag", self.image_tag, _ROCM_IMAGE_TAG, "ROCm image tag (digits and dots)")
+        not_empty("image_os", self.image_os)
 
 
-class Toolkits(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class Toolkits(Record):
     image_repository: str
     image_source: str
-    family: tuple[CudaFamily, ...] = Field(min_length=1)
-    cuda: tuple[CudaToolkit, ...] = Field(min_length=1)
+    family: tuple[CudaFamily, ...]
+    cuda: tuple[CudaToolkit, ...]
     rocm_image: RocmImage
-    rocm: tuple[RocmVersion, ...] = Field(min_length=1)
+    rocm: tuple[RocmVersion, ...]
+
+    def __post_init__(self) -> None:
+        for key in ("family", "cuda", "rocm"):
+            not_empty(key, getattr(self, key))
 
 
 class OsEntry(Row):
@@ -387,10 +478,16 @@ class OsEntry(Row):
     image: str
     release_id: str
     release_version: str
-    codename: str = Field(pattern=r"^[a-z]+$")  # the suite name in apt sources ("bookworm", "noble")
-    glibc: str = Field(pattern=r"^2\.\d+$")
-    system_python: str = Field(pattern=_SERIES.pattern)
+    codename: str  # the suite name in apt sources ("bookworm", "noble")
+    glibc: str
+    system_python: str
     deadsnakes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        shape("codename", self.codename, _CODENAME, "suite name (lower-case letters)")
+        shape("glibc", self.glibc, _GLIBC, "glibc version (2.N)")
+        shape("system_python", self.system_python, _SERIES, "Python version (3.X)")
 
     @property
     def pythons(self) -> tuple[str, ...]:
@@ -398,15 +495,22 @@ class OsEntry(Row):
 
 
 SNAPSHOT_RE = re.compile(r"^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$")
+_SNAPSHOT_URL = re.compile(r"^https?://[^\s\"']+[^/]$")
 
 
 class AptSnapshot(Row):
     """A distribution's snapshot archive: ``{url}/{pocket with the snapshot after its archive}``."""
 
     release_id: str
-    url: str = Field(pattern=r"^https?://[^\s\"']+[^/]$")
-    pockets: tuple[str, ...] = Field(min_length=1)  # "ARCHIVE SUITE COMPONENT..." with {codename}
-    since: str = Field(pattern=SNAPSHOT_RE.pattern)  # the first snapshot the service has
+    url: str
+    pockets: tuple[str, ...]  # "ARCHIVE SUITE COMPONENT..." with {codename}
+    since: str  # the first snapshot the service has
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        shape("url", self.url, _SNAPSHOT_URL, "archive URL (http(s)://..., no trailing slash)")
+        not_empty("pockets", self.pockets)
+        shape("since", self.since, SNAPSHOT_RE, "snapshot instant (YYYYMMDDTHHMMSSZ)")
 
     def lines(self, codename: str, snapshot: str, mirror: str) -> tuple[str, ...]:
         """One-line apt sources for ``snapshot``, ``mirror`` standing for :attr:`url`."""
@@ -418,12 +522,12 @@ class AptSnapshot(Row):
 
 
 class BlenderSeries(Row):
-    series: str = Field(pattern=_SERIES.pattern)
+    series: str
     cuda_cubins: tuple[str, ...]
-    cuda_ptx: str | None = Field(default=None, pattern=r"^compute_\d+$")
-    cuda_min_cc: str = Field(pattern=r"^\d+\.\d$")
-    optix_min_cc: str = Field(pattern=r"^\d+\.\d$")
-    optix_min_driver: str = Field(pattern=_DRIVER.pattern)
+    cuda_ptx: str | None = None
+    cuda_min_cc: str
+    optix_min_cc: str
+    optix_min_driver: str
     hip_min_major: int
     hip_kernels: tuple[str, ...]
     # Patch releases known to be published (X.Y.Z, oldest first); not exhaustive, so a version missing
@@ -432,55 +536,45 @@ class BlenderSeries(Row):
     releases_source: str | None = None
     # The CPython X.Y of the series' bpy wheels on PyPI (Requires-Python ==X.Y.*, cpXY tags); None: no
     # manylinux bpy wheel is published for the series, so blender.source = "pypi" cannot install it.
-    bpy_python: str | None = Field(default=None, pattern=r"^3\.\d{1,2}$")
+    bpy_python: str | None = None
 
-    @model_validator(mode="after")
-    def _releases(self) -> BlenderSeries:
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        shape("series", self.series, _SERIES, "Blender series (X.Y)")
+        shapes("cuda_cubins", self.cuda_cubins, _SM, "sm_XY cubin")
+        shape("cuda_ptx", self.cuda_ptx, _PTX, "PTX target (compute_NN)")
+        shape("cuda_min_cc", self.cuda_min_cc, _CC, "compute capability (X.Y)")
+        shape("optix_min_cc", self.optix_min_cc, _CC, "compute capability (X.Y)")
+        shape("optix_min_driver", self.optix_min_driver, _DRIVER, "driver version")
+        shapes("hip_kernels", self.hip_kernels, _GFX, "gfx target")
+        shape("bpy_python", self.bpy_python, _BPY_PYTHON, "Python version (3.X)")
         for item in self.releases:
-            if not re.match(r"^\d+\.\d+\.\d+$", item) or not item.startswith(self.series + "."):
-                raise ValueError(f"releases: {item!r} is not an X.Y.Z release of series {self.series}")
+            if not _RELEASE.match(item) or not item.startswith(self.series + "."):
+                fail("releases", f"{item!r} is not an X.Y.Z release of series {self.series}")
         keys = [tuple(int(x) for x in item.split(".")) for item in self.releases]
         if keys != sorted(set(keys)):
-            raise ValueError("releases must be increasing, each once")
+            fail("releases", "must be increasing, each once")
         if self.releases and not self.releases_source:
-            raise ValueError("releases_source is required with releases")
+            fail("releases_source", "is required with releases")
         if self.bpy_python and not self.releases_source:
-            raise ValueError("releases_source is required with bpy_python (it says where both were read)")
-        return self
+            fail("releases_source", "is required with bpy_python (it says where both were read)")
 
     @property
     def newest_release(self) -> str | None:
         return self.releases[-1] if self.releases else None
 
-    @field_validator("cuda_cubins")
-    @classmethod
-    def _cubins(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        for item in v:
-            _check(_SM, item, "sm_XY cubin")
-        return v
 
-    @field_validator("hip_kernels")
-    @classmethod
-    def _hip(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        for item in v:
-            _check(_GFX, item, "gfx target")
-        return v
-
-
-class BlenderCatalog(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    url: str = Field(pattern=r"^https://[^\s]+$")
-    sha256_url: str = Field(pattern=r"^https://[^\s]+$")
+class BlenderCatalog(Record):
+    url: str
+    sha256_url: str
     url_tier: Tier
     url_source: str
     runtime_apt: tuple[str, ...]
     runtime_apt_source: str
-    series: tuple[BlenderSeries, ...] = Field(min_length=1)
+    series: tuple[BlenderSeries, ...]
 
-    @field_validator("runtime_apt")
-    @classmethod
-    def _apt(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        for item in v:
-            _check(_APT, item, "apt package name")
-        return v
+    def __post_init__(self) -> None:
+        shape("url", self.url, _HTTPS, "https URL")
+        shape("sha256_url", self.sha256_url, _HTTPS, "https URL")
+        shapes("runtime_apt", self.runtime_apt, _APT, "apt package name")
+        not_empty("series", self.series)

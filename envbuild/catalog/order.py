@@ -10,12 +10,12 @@ lot is two cards, one price), so it is never multiplied by cards or devices.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from envbuild.catalog import load_catalog
 from envbuild.models import Card, LotPrice, Plan
+from envbuild.typed import Record
 
 CENT = Decimal("0.01")
 
@@ -39,8 +39,7 @@ def money(value: Decimal) -> str:
     return f"{value:,.2f} USD"
 
 
-@dataclass(frozen=True)
-class Total:
+class Total(Record, kw_only=False):
     days: int
     price: LotPrice | None  # None: no price known for this card and duration
     lots: int
@@ -61,8 +60,7 @@ class Total:
         return f"{self.lots} x {money(self.per_lot)} = {money(self.usd)}"
 
 
-@dataclass(frozen=True)
-class OrderLine:
+class OrderLine(Record, kw_only=False):
     card: Card
     gpus: int  # resources.gpus: devices the job uses at once
     lots: int

@@ -24,16 +24,24 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from envbuild.catalog.models import CudaWheel, PatchEntry, Release, RocmWheel, Toolkits, TorchCatalog
+from envbuild.catalog import cache
+from envbuild.catalog.models import (
+    CudaWheel,
+    PatchEntry,
+    Release,
+    RocmWheel,
+    Toolkits,
+    TorchCatalog,
+    text,
+)
+from envbuild.typed import InvalidData, Record, error_message, field, parse, replace, to_data
 
 FORMAT = 1
 FILENAME = "catalog-overlay.json"
@@ -46,11 +54,7 @@ def overlay_path() -> Path:
     return data_dir() / FILENAME
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class IndexRead(_Model):
+class IndexRead(Record):
     """One index refresh read: its URL, and whether it answered (else the error)."""
 
     kind: Literal["pypi", "pytorch"]
@@ -59,13 +63,16 @@ class IndexRead(_Model):
     error: str | None = None
 
 
-class _Row(_Model):
+class _Row(Record):
     version: str
-    source: str = Field(min_length=3)  # the exact URL the row was read from
+    source: str  # the exact URL the row was read from
     confirmed: bool  # read from real metadata (True) or inferred / not served (False)
     yanked: bool = False
     python: tuple[str, ...] = ()  # wheel Python tags of the Linux x86_64 files: cp312, cp314t, cp39-abi3
     requires_python: str | None = None
+
+    def __post_init__(self) -> None:
+        text("source", self.source)
 
 
 class TorchRow(_Row):
@@ -88,7 +95,7 @@ class BpyRow(_Row):
     pass
 
 
-class Overlay(_Model):
+class Overlay(Record):
     format: Literal[1]
     fetched_at: datetime
     envbuild_version: str
@@ -101,8 +108,7 @@ class Overlay(_Model):
         return any(i.kind == kind and i.ok for i in self.indexes)
 
 
-@dataclass(frozen=True)
-class Usable:
+class Usable(Record, kw_only=False):
     """A torch release the overlay made usable: what about it is unconfirmed, and where it was read."""
 
     version: str
@@ -115,8 +121,7 @@ class Usable:
         return [*self.unconfirmed, *(note for v, note in self.variants if v == variant)]
 
 
-@dataclass(frozen=True, eq=False)  # identity hash: a Catalog holding it stays hashable
-class OverlayState:
+class OverlayState(Record, kw_only=False, eq=False):
     """The overlay in force (or why none is): for findings and ``envbuild catalog show``."""
 
     path: Path
@@ -141,10 +146,16 @@ class OverlayInvalid(Exception):
 
 
 def read(path: Path) -> Overlay:
+    """The overlay at ``path``: validated once, then read back from the catalog cache while its bytes
+    are the same (:mod:`envbuild.catalog.cache`)."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise OverlayInvalid(f"cannot read it: {exc.strerror or exc}") from None
+    key = cache.cache_key(raw, Overlay)
+    cached = cache.load(path, Overlay, key)
+    if cached is not None:
+        return cached
     try:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -152,13 +163,14 @@ def read(path: Path) -> Overlay:
     if isinstance(data, dict) and data.get("format") != FORMAT:
         raise OverlayInvalid(f"format {data.get('format')!r} is not {FORMAT} (written by another envbuild)")
     try:
-        overlay = Overlay.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
+        overlay = parse(Overlay, data)
+    except InvalidData as exc:
+        err = exc.errors[0]
         where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        raise OverlayInvalid(f"{where}: {err['msg']}") from None
+        raise OverlayInvalid(f"{where}: {error_message(err)}") from None
     if overlay.fetched_at.tzinfo is None:
         raise OverlayInvalid("fetched_at: no time zone (expected UTC)")
+    cache.store(path, Overlay, key, overlay)
     return overlay
 
 
@@ -167,7 +179,7 @@ def write(path: Path, overlay: Overlay) -> None:
     import tempfile
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(overlay.model_dump(mode="json"), indent=1, sort_keys=True) + "\n"
+    text = json.dumps(to_data(overlay), indent=1, sort_keys=True) + "\n"
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -361,8 +373,8 @@ def merge(
                 tier="unconfirmed",
                 source="catalog overlay: " + "; ".join(s for s in sources if s),
             )
-        except ValidationError as exc:
-            unusable.append(f"torch {row.version}: {exc.errors()[0]['msg']}")
+        except ValueError as exc:  # a row check (envbuild.catalog.models) refused a value
+            unusable.append(f"torch {row.version}: {exc}")
             continue
         new_patches.setdefault(_series(row.version), []).append((row, patch))
         usable[row.version] = Usable(row.version, tuple(notes), row.metadata_source or row.source)
@@ -371,7 +383,7 @@ def merge(
     for series, items in new_patches.items():
         base = releases.get(series)
         if base is not None:
-            merged[series] = base.model_copy(update={"patch": (*base.patch, *(p for _, p in items))})
+            merged[series] = replace(base, patch=(*base.patch, *(p for _, p in items)))
             for row, _ in items:
                 usable[row.version] = _with(
                     usable[row.version],
@@ -442,10 +454,10 @@ def merge(
                 tier="unconfirmed",
                 source="catalog overlay: " + (newest.metadata_source or newest.source),
             )
-        except ValidationError as exc:
+        except ValueError as exc:
             for row, _ in items:
                 del usable[row.version]
-                unusable.append(f"torch {row.version}: {exc.errors()[0]['msg']}")
+                unusable.append(f"torch {row.version}: {exc}")
             continue
         merged[series] = release
         if not pytorch_read:
@@ -466,7 +478,7 @@ def merge(
         unusable=tuple(unusable),
         disagreements=compare(torch, overlay) if with_compare else (),
     )
-    return torch.model_copy(update={"release": ordered}), state
+    return replace(torch, release=ordered), state
 
 
 def _with(item: Usable, *notes: str) -> Usable:

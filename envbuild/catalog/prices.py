@@ -24,6 +24,7 @@ from envbuild.catalog import Catalog, load_catalog
 from envbuild.catalog.models import check_date
 from envbuild.errors import Issue, UsageError, choices
 from envbuild.models import CheckResult, LotPrice
+from envbuild.typed import replace
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -150,5 +151,5 @@ def with_order(
     user = load_price_file(price_file, catalog) if price_file is not None else ()
     targets = {c.id for c in result.plan.targets}
     prices = tuple(p for p in merged(builtin_prices(catalog), user) if p.card in targets)
-    plan = result.plan.model_copy(update={"days": days, "prices": prices})
+    plan = replace(result.plan, days=days, prices=prices)
     return CheckResult(plan=plan, findings=result.findings)

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 from urllib.parse import unquote, urljoin, urlsplit
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -56,6 +56,7 @@ from envbuild.catalog.overlay import (
 from envbuild.errors import EXIT_FINDINGS, EnvbuildError
 from envbuild.net import page_links
 from envbuild.resources import catalog_dir
+from envbuild.typed import to_data
 
 PYPI = "https://pypi.org/simple"
 PYTORCH = "https://download.pytorch.org/whl"
@@ -80,6 +81,13 @@ class RefreshError(EnvbuildError):
 
 class FetchError(Exception):
     pass
+
+
+COMPANION_NAMES: tuple[Literal["torchvision", "torchaudio", "triton"], ...] = (
+    "torchvision",
+    "torchaudio",
+    "triton",
+)
 
 
 def _get(url: str, accept: str, deadline: float) -> bytes:
@@ -329,7 +337,7 @@ class Result:
             "overlay": str(self.path),
             "fetched_at": o.fetched_at.isoformat(),
             "seconds": round(self.seconds, 2),
-            "indexes": [i.model_dump(mode="json") for i in o.indexes],
+            "indexes": to_data(o.indexes),
             "releases": self.found(),
             "new": {"built_in": self.new_vs_builtin(), "previous_overlay": self.new_vs_previous()},
             "previous_overlay_error": self.previous_error,
@@ -499,7 +507,12 @@ def refresh(
             )
         )
     companions = []
-    for name in ("torchvision", "torchaudio", "triton"):
+    names: tuple[Literal["torchvision", "torchaudio", "triton"], ...] = (
+        "torchvision",
+        "torchaudio",
+        "triton",
+    )
+    for name in names:
         for version in ordered(projects[name], floor[name]):
             got_meta = meta(name, version) if name != "triton" else None
             companions.append(

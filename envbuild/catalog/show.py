@@ -9,6 +9,7 @@ from envbuild.catalog import load_catalog
 from envbuild.catalog.loader import FILES
 from envbuild.catalog.overlay import STALE_DAYS, compare, overlay_path
 from envbuild.resources import catalog_dir
+from envbuild.typed import to_data
 
 
 def describe() -> dict[str, Any]:
@@ -27,7 +28,7 @@ def describe() -> dict[str, Any]:
             "age_days": age,
             "stale": age > STALE_DAYS,
             "envbuild_version": o.envbuild_version,
-            "indexes": [i.model_dump(mode="json") for i in o.indexes],
+            "indexes": to_data(o.indexes),
             "counts": {
                 "torch": len(o.torch),
                 "torch_confirmed": sum(r.confirmed for r in o.torch),

@@ -5,31 +5,28 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import click
-
 from envbuild.cli import cli, handle_errors
 from envbuild.cli._lock import index_options, links
+from envbuild.cli.args import argument, echo, option, path_type
 
 if TYPE_CHECKING:
     from envbuild.cli._validate import ValidateOptions
 
 
 def _say(message: str) -> None:
-    click.echo(f"envbuild: {message}", err=True)
+    echo(f"envbuild: {message}", err=True)
 
 
 @cli.command("fetch")
-@click.argument("bundle", type=click.Path(path_type=Path, file_okay=False))
-@click.option(
+@argument("bundle", type=path_type(file_okay=False))
+@option(
     "--wheelhouse",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=path_type(file_okay=False),
     default=None,
     help="Where to put the wheels (default BUNDLE/wheelhouse).",
 )
-@click.option(
-    "--tools/--no-tools", default=True, show_default=True, help="Also fill BUNDLE/tools (validator)."
-)
-@click.option(
+@option("--tools/--no-tools", default=True, show_default=True, help="Also fill BUNDLE/tools (validator).")
+@option(
     "--blender-tarball",
     default=None,
     metavar="PATH|URL",
@@ -60,7 +57,7 @@ def fetch_command(
         say=_say,
         blender_tarball=blender_tarball,
     )
-    click.echo(
+    echo(
         ("locked the bundle, then " if result.locked else "")
         + f"fetched {len(result.wheels)} wheel(s) into {result.wheelhouse}"
         + (f" and {len(result.tools)} into {bundle / 'tools'}" if tools else "")
@@ -70,47 +67,47 @@ def fetch_command(
 
 
 @cli.command("build")
-@click.argument("bundle_or_profile")
-@click.option("--tag", "-t", required=True, help="Name of the image to build (name[:tag]).")
-@click.option("--base-image", default=None, help="Override the Dockerfile's BASE_IMAGE build argument.")
-@click.option(
+@argument("bundle_or_profile")
+@option("--tag", "-t", required=True, help="Name of the image to build (name[:tag]).")
+@option("--base-image", default=None, help="Override the Dockerfile's BASE_IMAGE build argument.")
+@option(
     "--wheelhouse",
-    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    type=path_type(file_okay=False, exists=True),
     default=None,
     help="Install from this wheelhouse instead of BUNDLE/wheelhouse.",
 )
-@click.option(
+@option(
     "--ca-cert",
     "ca_certs",
     multiple=True,
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=path_type(dir_okay=False),
     help="Extra CA certificate (PEM) trusted by apt and pip while building; repeatable. Never written into "
     "the bundle, and left out of the final image unless --keep-ca-cert.",
 )
-@click.option(
+@option(
     "--keep-ca-cert",
     is_flag=True,
     help="Keep the --ca-cert certificates in the final image's trust store (default: build stages only).",
 )
-@click.option("--network", default=None, help="Network for RUN steps: bridge, default, host or none.")
-@click.option("--no-cache", is_flag=True, help="Rebuild every layer.")
-@click.option("--target", "targets", multiple=True, help="Target card id (profile refs only); repeatable.")
-@click.option(
+@option("--network", default=None, help="Network for RUN steps: bridge, default, host or none.")
+@option("--no-cache", is_flag=True, help="Rebuild every layer.")
+@option("--target", "targets", multiple=True, help="Target card id (profile refs only); repeatable.")
+@option(
     "--fetch/--no-fetch",
     "do_fetch",
     default=None,
     help="Fill the wheelhouse first (default: yes for a profile ref without --wheelhouse).",
 )
-@click.option("--force", is_flag=True, help="Render a profile even with error findings.")
-@click.option("--quiet", "-q", is_flag=True, help="No live progress, step titles only.")
-@click.option(
+@option("--force", is_flag=True, help="Render a profile even with error findings.")
+@option("--quiet", "-q", is_flag=True, help="No live progress, step titles only.")
+@option(
     "--record",
     "record_path",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=path_type(dir_okay=False),
     default=None,
     help="Where to write the build record (default: beside the build log, BUNDLE/build-TAG.record.json).",
 )
-@click.option("--no-record", is_flag=True, help="Do not record the image (no docker save, no file hashing).")
+@option("--no-record", is_flag=True, help="Do not record the image (no docker save, no file hashing).")
 @index_options
 @handle_errors
 def build_command(
@@ -184,9 +181,7 @@ def build_command(
         keep_ca_cert=keep_ca_cert,
     )
     cached = f", {built.cached_steps}/{len(built.steps)} steps from cache" if built.steps else ""
-    click.echo(
-        f"built {built.tag} ({built.image_id[:19]}) in {built.seconds:.1f} s{cached}; log: {built.log}"
-    )
+    echo(f"built {built.tag} ({built.image_id[:19]}) in {built.seconds:.1f} s{cached}; log: {built.log}")
     _say_run_line(bundle, built.tag)
     if not no_record:
         from envbuild.cli._image import write_record
@@ -230,7 +225,7 @@ def validate_image_command(
         args += ["--timeout", item]
     result = validate_image(image, out=opts.out, gpus=gpus, validator_args=args, docker_args=docker_args)
     if opts.as_json and result.run_dirs:
-        click.echo((result.run_dirs[-1] / "report.json").read_text(encoding="utf-8"), nl=False)
+        echo((result.run_dirs[-1] / "report.json").read_text(encoding="utf-8"), nl=False)
     for run_dir in result.run_dirs:
         _say(f"report copied to {run_dir}")
     if not result.run_dirs:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 
-import click
-
 from envbuild.cli import cli, handle_errors
+from envbuild.cli.args import echo, option
+from envbuild.typed import to_data
 
 
 @cli.command("targets")
-@click.option("--json", "as_json", is_flag=True, help="Print the cards as JSON.")
+@option("--json", "as_json", is_flag=True, help="Print the cards as JSON.")
 @handle_errors
 def targets(as_json: bool) -> None:
     """List the target cards (ids for --target and accelerator.targets)."""
@@ -18,7 +18,7 @@ def targets(as_json: bool) -> None:
 
     cards = load_catalog().cards
     if as_json:
-        click.echo(json.dumps([c.model_dump(mode="json") for c in cards], indent=2, sort_keys=True))
+        echo(json.dumps(to_data(cards), indent=2, sort_keys=True))
         return
     from rich import box
     from rich.console import Console
@@ -56,20 +56,20 @@ def catalog() -> None:
 
 
 @catalog.command("refresh")
-@click.option(
+@option(
     "--json",
     "as_json",
     is_flag=True,
     help="Print the releases found, the new ones and the indexes read as JSON.",
 )
-@click.option(
+@option(
     "--index-url",
     default="https://pypi.org/simple",
     show_default=True,
     metavar="URL",
     help="The package index (PEP 691 JSON simple API).",
 )
-@click.option(
+@option(
     "--torch-index",
     default="https://download.pytorch.org/whl",
     show_default=True,
@@ -83,37 +83,37 @@ def refresh(as_json: bool, index_url: str, torch_index: str) -> None:
 
     result = run(index_url, torch_index)
     if as_json:
-        click.echo(json.dumps(result.as_json(), indent=2, sort_keys=True))
+        echo(json.dumps(result.as_json(), indent=2, sort_keys=True))
         return
     o = result.overlay
     found = result.found()
     new = result.new_vs_builtin()
-    click.echo(f"wrote {result.path} ({result.seconds:.1f} s)")
+    echo(f"wrote {result.path} ({result.seconds:.1f} s)")
     for index in o.indexes:
-        click.echo(f"  {index.kind} {index.url}: " + ("read" if index.ok else f"NOT read ({index.error})"))
+        echo(f"  {index.kind} {index.url}: " + ("read" if index.ok else f"NOT read ({index.error})"))
     for name, versions in found.items():
         fresh = new[name]
         tail = f", not in the built-in catalog: {', '.join(fresh)}" if fresh else ""
-        click.echo(f"  {name}: {len(versions)} releases{tail}")
+        echo(f"  {name}: {len(versions)} releases{tail}")
     since = result.new_vs_previous()
     if since is None:
-        click.echo("  no previous overlay")
+        echo("  no previous overlay")
     else:
         fresh = [f"{name} {v}" for name, versions in since.items() for v in versions]
-        click.echo(f"  new since the previous overlay: {', '.join(fresh) or 'none'}")
+        echo(f"  new since the previous overlay: {', '.join(fresh) or 'none'}")
     unconfirmed = [r.version for r in o.torch if not r.confirmed]
     if unconfirmed:
-        click.echo(f"  torch without metadata on the index (unconfirmed): {', '.join(unconfirmed)}")
+        echo(f"  torch without metadata on the index (unconfirmed): {', '.join(unconfirmed)}")
     for line in result.state.unusable:
-        click.echo(f"  not usable: {line}")
+        echo(f"  not usable: {line}")
     for line in result.state.disagreements:
-        click.echo(f"  disagrees with the built-in catalog (built-in kept): {line}")
+        echo(f"  disagrees with the built-in catalog (built-in kept): {line}")
     if result.previous_error:
-        click.echo(f"  the previous overlay was not readable and was replaced: {result.previous_error}")
+        echo(f"  the previous overlay was not readable and was replaced: {result.previous_error}")
 
 
 @catalog.command("show")
-@click.option("--json", "as_json", is_flag=True, help="Print what is in force as JSON.")
+@option("--json", "as_json", is_flag=True, help="Print what is in force as JSON.")
 @handle_errors
 def show(as_json: bool) -> None:
     """What is in force: the built-in data files, the overlay, torch releases and Blender versions."""
@@ -121,6 +121,6 @@ def show(as_json: bool) -> None:
 
     data = describe()
     if as_json:
-        click.echo(json.dumps(data, indent=2, sort_keys=True))
+        echo(json.dumps(data, indent=2, sort_keys=True))
     else:
-        click.echo(render_text(data))
+        echo(render_text(data))

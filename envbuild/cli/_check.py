@@ -12,12 +12,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import click
-
 from envbuild.cli import cli, handle_errors
 from envbuild.cli._lock import index_options, links
+from envbuild.cli.args import argument, echo, integer, option, path_type
 from envbuild.errors import EXIT_FINDINGS, EXIT_OK
 from envbuild.models import CheckResult, Finding
+from envbuild.typed import to_data
 
 
 def result_json(result: CheckResult) -> dict[str, Any]:
@@ -25,7 +25,7 @@ def result_json(result: CheckResult) -> dict[str, Any]:
     carries ``order`` (lots, cards, devices, idle devices and the total per duration, per target)."""
     from envbuild.catalog.order import order_lines
 
-    plan = result.plan.model_dump(mode="json", by_alias=True, exclude={"profile"})
+    plan = to_data(result.plan, exclude={"profile"})
     profile = result.plan.profile
     plan = {
         "profile": {"name": profile.name, "path": profile.path, "sha256": profile.sha256},
@@ -34,23 +34,23 @@ def result_json(result: CheckResult) -> dict[str, Any]:
     }
     return {
         "ok": result.ok,
-        "findings": [f.model_dump(mode="json") for f in result.findings],
+        "findings": to_data(result.findings),
         "plan": plan,
     }
 
 
 def order_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """``--days N`` and ``--prices FILE.toml`` (check and render)."""
-    func = click.option(
+    func = option(
         "--prices",
         "prices",
-        type=click.Path(dir_okay=False, path_type=Path),
+        type=path_type(dir_okay=False),
         metavar="FILE.toml",
         help="Lot prices (card id -> days -> USD per lot, plus source and date); replace the built-in ones.",
     )(func)
-    return click.option(
+    return option(
         "--days",
-        type=int,
+        type=integer,
         metavar="3|7|30",
         help="Rental duration in days: the order summary prices this one (default: every duration).",
     )(func)
@@ -62,16 +62,14 @@ def order_summary(result: CheckResult) -> list[str]:
     return summary_lines(result.plan)
 
 
-def _print_human(result: CheckResult, *, verbose: bool = False) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
+SEVERITY_STYLE = {"error": ("bold", "red"), "warning": ("yellow",), "info": ("cyan",)}
 
-    console = Console()
+
+def _print_human(result: CheckResult, *, verbose: bool = False) -> None:
+    from envbuild.cli._text import Text
+
+    out = Text(sys.stdout)
     plan = result.plan
-    summary = Table.grid(padding=(0, 2))
-    summary.add_column(style="bold")
-    summary.add_column()
     rows = [
         ("profile", f"{plan.profile.name} ({plan.profile.path})"),
         (
@@ -97,25 +95,31 @@ def _print_human(result: CheckResult, *, verbose: bool = False) -> None:
     if plan.blender_version:
         rows.append(("blender", f"{plan.blender_version} {plan.blender_url or ''}"))
     rows += [("order", line) for line in order_summary(result)]
-    for key, value in rows:
-        summary.add_row(key, escape(value))
-    console.print(summary)
-    style = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+    for line in out.grid(rows):
+        out.print(line)
     for f in result.findings:
-        console.print(f"[{style[f.severity]}]{f.severity:7}[/] {escape(f.code)}: {escape(f.message)}")
+        first, *rest = out.wrap(f"{f.severity:7} {f.code}: {f.message}")
+        out.print(out.style(first[:7], *SEVERITY_STYLE[f.severity]) + first[7:])
+        for line in rest:
+            out.print(line)
         if verbose and f.source:
-            console.print(f"        [dim]source: {escape(f.source)}[/]")
+            for line in out.wrap(f"        source: {f.source}", indent=8):
+                out.print(out.style(line, "dim"))
     errors = sum(f.severity == "error" for f in result.findings)
-    console.print("[bold green]ok[/]" if result.ok else f"[bold red]{errors} error finding(s)[/]")
+    out.print(
+        out.style("ok", "bold", "green")
+        if result.ok
+        else out.style(f"{errors} error finding(s)", "bold", "red")
+    )
 
 
 @cli.command("check")
-@click.argument("profile")
-@click.option("--target", "targets", multiple=True, metavar="ID", help="Target card id (repeatable).")
-@click.option("--driver", metavar="VERSION", help="NVIDIA driver version of the machine, e.g. 570.124.06.")
-@click.option("--json", "as_json", is_flag=True, help="Print {ok, findings, plan} as JSON.")
-@click.option("-v", "--verbose", is_flag=True, help="Show each finding's source (catalog row, metadata).")
-@click.option(
+@argument("profile")
+@option("--target", "targets", multiple=True, metavar="ID", help="Target card id (repeatable).")
+@option("--driver", metavar="VERSION", help="NVIDIA driver version of the machine, e.g. 570.124.06.")
+@option("--json", "as_json", is_flag=True, help="Print {ok, findings, plan} as JSON.")
+@option("-v", "--verbose", is_flag=True, help="Show each finding's source (catalog row, metadata).")
+@option(
     "--resolve",
     is_flag=True,
     help="Also resolve every distribution for the image's target (as `envbuild lock` does); writes nothing.",
@@ -165,7 +169,7 @@ def check_cmd(
         kept = tuple(f for f in result.findings if f.code != "I-NOT-RESOLVED")
         result = CheckResult(plan=result.plan, findings=(*kept, *found))
     if as_json:
-        click.echo(json.dumps(result_json(result), indent=2, sort_keys=True))
+        echo(json.dumps(result_json(result), indent=2, sort_keys=True))
     else:
         _print_human(result, verbose=verbose)
     sys.exit(EXIT_OK if result.ok else EXIT_FINDINGS)

@@ -13,9 +13,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import click
-
 from envbuild.cli import cli, handle_errors
+from envbuild.cli.args import argument, echo, int_range, option, path_type
 from envbuild.errors import EXIT_FINDINGS, EXIT_OK
 
 if TYPE_CHECKING:
@@ -25,7 +24,7 @@ _BASE_ARG = re.compile(r"^ARG BASE_IMAGE=(\S+)\s*$", re.MULTILINE)
 
 
 def _say(message: str) -> None:
-    click.echo(f"envbuild: {message}", err=True)
+    echo(f"envbuild: {message}", err=True)
 
 
 def bundle_base_image(bundle: Path, override: str | None) -> str | None:
@@ -79,9 +78,9 @@ def _report(a_name: str, a: ImageFiles, b_name: str, b: ImageFiles, as_json: boo
 
     diff = diff_files(a, b, a_name=a_name, b_name=b_name)
     if as_json:
-        click.echo(json.dumps(diff.as_json(), indent=2, sort_keys=True))
+        echo(json.dumps(diff.as_json(), indent=2, sort_keys=True))
     else:
-        click.echo("\n".join(format_diff(diff, limit=limit)))
+        echo("\n".join(format_diff(diff, limit=limit)))
     return EXIT_OK if diff.identical else EXIT_FINDINGS
 
 
@@ -91,10 +90,10 @@ def image_group() -> None:
 
 
 @image_group.command("diff")
-@click.argument("a")
-@click.argument("b")
-@click.option("--json", "as_json", is_flag=True, help="Print every difference as JSON.")
-@click.option("--limit", type=click.IntRange(min=0), default=50, show_default=True, help="Paths shown.")
+@argument("a")
+@argument("b")
+@option("--json", "as_json", is_flag=True, help="Print every difference as JSON.")
+@option("--limit", type=int_range(0), default=50, show_default=True, help="Paths shown.")
 @handle_errors
 def image_diff(a: str, b: str, as_json: bool, limit: int) -> None:
     """Compare A and B (image tags or build records) on content; exit 0 identical, 1 different.
@@ -108,17 +107,15 @@ def image_diff(a: str, b: str, as_json: bool, limit: int) -> None:
 
 
 @image_group.command("record")
-@click.argument("image")
-@click.option(
-    "--out", "out", type=click.Path(path_type=Path, dir_okay=False), required=True, help="Record file."
-)
-@click.option(
+@argument("image")
+@option("--out", "out", type=path_type(dir_okay=False), required=True, help="Record file.")
+@option(
     "--bundle",
-    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    type=path_type(file_okay=False, exists=True),
     default=None,
     help="The bundle it was built from (adds the lock's and wheels' hashes as inputs).",
 )
-@click.option("--base-image", default=None, help="The base image it was built on (default: the bundle's).")
+@option("--base-image", default=None, help="The base image it was built on (default: the bundle's).")
 @handle_errors
 def image_record(image: str, out: Path, bundle: Path | None, base_image: str | None) -> None:
     """Write the build record of IMAGE (an image in the engine) to --out."""
@@ -129,7 +126,7 @@ def image_record(image: str, out: Path, bundle: Path | None, base_image: str | N
     base = bundle_base_image(bundle, base_image) if bundle is not None else base_image
     record = record_image(api, image, bundle=bundle, base_image=base)
     record.write(out)
-    click.echo(f"recorded {image} ({record.image_id[:19]}): {len(record.files.entries)} paths -> {out}")
+    echo(f"recorded {image} ({record.image_id[:19]}): {len(record.files.entries)} paths -> {out}")
 
 
 def reference_record(bundle: Path, against: Path | None) -> Path:
@@ -151,23 +148,23 @@ def reference_record(bundle: Path, against: Path | None) -> Path:
 
 
 @cli.command("rebuild")
-@click.argument("bundle", type=click.Path(path_type=Path, file_okay=False, exists=True))
-@click.option(
+@argument("bundle", type=path_type(file_okay=False, exists=True))
+@option(
     "--tag", "-t", default=None, help="Tag for the rebuilt image (default: the record's tag + '-rebuild')."
 )
-@click.option(
+@option(
     "--verify", is_flag=True, help="Compare the rebuilt image with the bundle's record; exit 1 if it differs."
 )
-@click.option(
+@option(
     "--against",
-    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    type=path_type(dir_okay=False, exists=True),
     default=None,
     help="The record to compare with (default: the bundle's only build-*.record.json).",
 )
-@click.option("--base-image", default=None, help="Override the Dockerfile's BASE_IMAGE build argument.")
-@click.option("--network", default=None, help="Network for RUN steps: bridge, default, host or none.")
-@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
-@click.option("--quiet", "-q", is_flag=True, help="No live progress, step titles only.")
+@option("--base-image", default=None, help="Override the Dockerfile's BASE_IMAGE build argument.")
+@option("--network", default=None, help="Network for RUN steps: bridge, default, host or none.")
+@option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+@option("--quiet", "-q", is_flag=True, help="No live progress, step titles only.")
 @handle_errors
 def rebuild_command(
     bundle: Path,

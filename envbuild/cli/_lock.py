@@ -10,10 +10,10 @@ import json
 import sys
 from pathlib import Path
 
-import click
-
 from envbuild.cli import F, cli, handle_errors
+from envbuild.cli.args import argument, echo, option, path_type
 from envbuild.errors import EXIT_FINDINGS
+from envbuild.typed import to_data
 
 INDEX_HELP = "Resolve against this index instead of the bundle's (repeatable; the first is primary)."
 FIND_LINKS_HELP = "Also take wheels from this folder or URL (repeatable)."
@@ -21,10 +21,10 @@ FIND_LINKS_HELP = "Also take wheels from this folder or URL (repeatable)."
 
 def index_options(func: F) -> F:
     """``--index-url`` and ``--find-links``, shared by ``lock``, ``fetch`` and ``check --resolve``."""
-    links_option = click.option(
+    links_option = option(
         "--find-links", "find_links", multiple=True, metavar="DIR|URL", help=FIND_LINKS_HELP
     )
-    index_option = click.option("--index-url", "index_urls", multiple=True, metavar="URL", help=INDEX_HELP)
+    index_option = option("--index-url", "index_urls", multiple=True, metavar="URL", help=INDEX_HELP)
     return index_option(links_option(func))
 
 
@@ -47,9 +47,9 @@ def links(values: tuple[str, ...]) -> tuple[str, ...]:
 
 
 @cli.command("lock")
-@click.argument("bundle", type=click.Path(path_type=Path, file_okay=False))
+@argument("bundle", type=path_type(file_okay=False))
 @index_options
-@click.option("--json", "as_json", is_flag=True, help="Print {ok, findings, resolution, distributions}.")
+@option("--json", "as_json", is_flag=True, help="Print {ok, findings, resolution, distributions}.")
 @handle_errors
 def lock_command(
     bundle: Path, index_urls: tuple[str, ...], find_links: tuple[str, ...], as_json: bool
@@ -61,32 +61,30 @@ def lock_command(
         bundle,
         index_urls=index_urls,
         find_links=links(find_links),
-        say=lambda m: click.echo(f"envbuild: {m}", err=True),
+        say=lambda m: echo(f"envbuild: {m}", err=True),
     )
     resolved = outcome.resolved
     if as_json:
         payload = {
             "ok": resolved.ok,
-            "findings": [f.model_dump(mode="json") for f in resolved.findings],
-            "resolution": resolved.resolution.model_dump(mode="json"),
-            "distributions": [d.model_dump(mode="json") for d in resolved.distributions],
+            "findings": to_data(resolved.findings),
+            "resolution": to_data(resolved.resolution),
+            "distributions": to_data(resolved.distributions),
         }
-        click.echo(json.dumps(payload, indent=2, sort_keys=True))
+        echo(json.dumps(payload, indent=2, sort_keys=True))
     else:
         for finding in resolved.findings:
-            click.echo(
-                f"{finding.severity}: {finding.code}: {finding.message}", err=finding.severity == "error"
-            )
+            echo(f"{finding.severity}: {finding.code}: {finding.message}", err=finding.severity == "error")
         if outcome.lock is not None:
             for dist in resolved.distributions:
                 via = ", ".join([*dist.declared_by, *dist.required_by])
-                click.echo(f"  {dist.spec:40} {via}")
-            click.echo(
+                echo(f"  {dist.spec:40} {via}")
+            echo(
                 f"locked {len(resolved.distributions)} distributions in {outcome.seconds:.1f} s "
                 f"({resolved.resolution.resolver}, {resolved.resolution.platform}): "
                 f"{bundle / 'requirements-rebuild.txt'}, {bundle / 'envbuild.lock.json'}"
             )
     if outcome.lock is None:
         if not as_json:
-            click.echo("envbuild: error: the requirements do not resolve; nothing written", err=True)
+            echo("envbuild: error: the requirements do not resolve; nothing written", err=True)
         sys.exit(EXIT_FINDINGS)

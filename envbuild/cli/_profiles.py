@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import click
-
 from envbuild.cli import cli, handle_errors
+from envbuild.cli.args import echo, option, path_type
 
 
 @cli.command("profiles")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
+@option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
 @handle_errors
 def profiles_command(as_json: bool) -> None:
     """List the built-in profiles (name, kind, description)."""
@@ -20,7 +19,7 @@ def profiles_command(as_json: bool) -> None:
     rows = describe_builtins()
     if as_json:
         data = [{"name": name, "kind": kind, "description": text} for name, kind, text in rows]
-        click.echo(json.dumps(data, indent=2))
+        echo(json.dumps(data, indent=2))
         return
     from rich.console import Console
     from rich.table import Table
@@ -33,13 +32,13 @@ def profiles_command(as_json: bool) -> None:
     for name, kind, text in rows:
         table.add_row(Text(name), Text(kind), Text(text))  # Text: no markup parsing
     Console(soft_wrap=False).print(table)
-    click.echo("Use a name with `envbuild check NAME` or `envbuild render NAME`, or a path to a .toml file.")
+    echo("Use a name with `envbuild check NAME` or `envbuild render NAME`, or a path to a .toml file.")
 
 
 @cli.command("schema")
-@click.option(
+@option(
     "--out",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=path_type(dir_okay=False),
     default=None,
     help="Write it to this file (default: print it).",
 )
@@ -50,7 +49,7 @@ def schema_command(out: Path | None) -> None:
 
     text = schema_text()
     if out is None:
-        click.echo(text, nl=False)
+        echo(text, nl=False)
         return
     from envbuild.errors import UsageError
 
@@ -58,4 +57,4 @@ def schema_command(out: Path | None) -> None:
         out.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"{out}: cannot write the schema: {exc.strerror or exc}") from None
-    click.echo(f"wrote {out}")
+    echo(f"wrote {out}")

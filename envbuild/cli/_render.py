@@ -6,12 +6,12 @@ import shlex
 import sys
 from pathlib import Path
 
-import click
-
 from envbuild.cli import cli, handle_errors
 from envbuild.cli._check import order_options, order_summary
+from envbuild.cli.args import argument, echo, option
 from envbuild.errors import EXIT_FINDINGS
 from envbuild.models import CheckResult
+from envbuild.typed import replace
 
 
 def _display_path(value: str) -> str:
@@ -57,16 +57,16 @@ def regenerate_command(
 def print_findings(result: CheckResult) -> None:
     for finding in result.findings:
         stream_err = finding.severity == "error"
-        click.echo(f"{finding.severity}: {finding.code}: {finding.message}", err=stream_err)
+        echo(f"{finding.severity}: {finding.code}: {finding.message}", err=stream_err)
 
 
 @cli.command("render")
-@click.argument("profile_ref", metavar="PROFILE")
-@click.option("--target", "targets", multiple=True, metavar="ID", help="Target card id (repeatable).")
-@click.option("--out", "out", default=None, metavar="DIR", help="Bundle folder [./<profile>-<targets>].")
-@click.option("--force", is_flag=True, help="Write the bundle even when the check finds errors.")
-@click.option("--bake", is_flag=True, help="Also write docker-bake.hcl (for BuildKit: docker buildx bake).")
-@click.option(
+@argument("profile_ref", metavar="PROFILE")
+@option("--target", "targets", multiple=True, metavar="ID", help="Target card id (repeatable).")
+@option("--out", "out", default=None, metavar="DIR", help="Bundle folder [./<profile>-<targets>].")
+@option("--force", is_flag=True, help="Write the bundle even when the check finds errors.")
+@option("--bake", is_flag=True, help="Also write docker-bake.hcl (for BuildKit: docker buildx bake).")
+@option(
     "--apt-from",
     metavar="RECORD",
     default=None,
@@ -96,27 +96,27 @@ def render_command(
         from envbuild.render.apt import apt_versions_from_record
 
         pins, missing = apt_versions_from_record(apt_from, result.plan)
-        result = result.model_copy(update={"plan": result.plan.model_copy(update={"apt_recorded": pins})})
-        click.echo(f"apt: {len(pins)} package(s) pinned to the versions in {apt_from}")
+        result = replace(result, plan=replace(result.plan, apt_recorded=pins))
+        echo(f"apt: {len(pins)} package(s) pinned to the versions in {apt_from}")
         if missing:
-            click.echo(f"envbuild: warning: not in {apt_from}, left unpinned: {', '.join(missing)}", err=True)
+            echo(f"envbuild: warning: not in {apt_from}, left unpinned: {', '.join(missing)}", err=True)
     print_findings(result)
     for line in order_summary(result):
-        click.echo(f"order: {line}")
+        echo(f"order: {line}")
     if not result.ok and not force:
         message = "the check found errors; nothing written (use --force to render anyway)"
-        click.echo(f"envbuild: error: {message}", err=True)
+        echo(f"envbuild: error: {message}", err=True)
         sys.exit(EXIT_FINDINGS)
     out_text = out if out is not None else str(default_out(result.plan))
     command = regenerate_command(profile_ref, targets, force, days, prices, bake, apt_from)
     relock = was_resolved(Path(out_text))
     path = render_bundle(result, Path(out_text), command=command, force=force, bake=bake)
     if not result.ok:
-        click.echo("envbuild: warning: rendered despite error findings (--force)", err=True)
+        echo("envbuild: warning: rendered despite error findings (--force)", err=True)
     if relock:
-        click.echo(
+        echo(
             f"envbuild: note: {path} was locked (resolved); its lock and requirements-rebuild.txt are now "
             f"the unresolved render: lock it again with `envbuild lock {shlex.quote(out_text)}`",
             err=True,
         )
-    click.echo(f"wrote {path}")
+    echo(f"wrote {path}")

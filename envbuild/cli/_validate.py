@@ -10,9 +10,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import click
-
 from envbuild.cli import cli, handle_errors
+from envbuild.cli.args import argument, echo, option, path_type
 from envbuild.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 
 
@@ -66,7 +65,7 @@ def _print_table(report: object, run_dir: Path, err: bool) -> None:
             s.stage, f"[{_STYLE[s.status]}]{s.status}[/]", f"{s.duration_s:.2f}", detail, style=None
         )
     console.print(table, markup=True)
-    click.echo(f"lock {report.lock.path}; interpreter {report.python}; workdir {report.workdir}", err=err)
+    echo(f"lock {report.lock.path}; interpreter {report.python}; workdir {report.workdir}", err=err)
     verdict = "[green]PASSED[/]" if report.ok else "[red]FAILED[/]"
     if report.interrupted:
         verdict += f" (interrupted by {report.signal})"
@@ -87,7 +86,7 @@ def validate_command(opts: ValidateOptions) -> int:
         from envbuild.validate import StageResult
 
         assert isinstance(res, StageResult)
-        click.echo(f"  {res.stage:<12} {res.status:<9} {res.duration_s:7.2f}s", err=True)
+        echo(f"  {res.stage:<12} {res.status:<9} {res.duration_s:7.2f}s", err=True)
 
     report, run_dir = run_validation(
         opts.lock,
@@ -100,53 +99,47 @@ def validate_command(opts: ValidateOptions) -> int:
         on_result=progress,
     )
     if opts.as_json:
-        click.echo((run_dir / "report.json").read_text(encoding="utf-8"), nl=False)
+        echo((run_dir / "report.json").read_text(encoding="utf-8"), nl=False)
     _print_table(report, run_dir, err=opts.as_json)
     return exit_code(report)
 
 
 @cli.command("validate")
-@click.option(
+@option(
     "--lock",
     "lock",
-    type=click.Path(path_type=Path),
+    type=path_type(),
     default=None,
     help="a bundle folder or a lock file "
     "(default: /etc/envbuild/envbuild.lock.json, else ./envbuild.lock.json)",
 )
-@click.option(
+@option(
     "--python",
     "python",
     default=None,
     help="interpreter under test (default: the lock's, else the active venv/conda env, else envbuild's own)",
 )
-@click.option("--out", "out", type=click.Path(path_type=Path), default=Path("runs"), show_default=True)
-@click.option("--stages", default=None, help="comma-separated stages (their prerequisites are added)")
-@click.option(
+@option("--out", "out", type=path_type(), default=Path("runs"), show_default=True)
+@option("--stages", default=None, help="comma-separated stages (their prerequisites are added)")
+@option(
     "--keep-going",
     is_flag=True,
     help="after a failure, still run every stage that can (skipped only when a fact it needs is missing)",
 )
-@click.option(
-    "--json", "as_json", is_flag=True, help="print report.json on stdout (the table goes to stderr)"
-)
-@click.option(
+@option("--json", "as_json", is_flag=True, help="print report.json on stdout (the table goes to stderr)")
+@option(
     "--workdir",
-    type=click.Path(path_type=Path),
+    type=path_type(),
     default=None,
     help="where checks and the checkpoint run "
     "(default: the bundle's app/ with --lock BUNDLE, else the lock's workdir)",
 )
-@click.option(
-    "--timeout", "timeouts", multiple=True, metavar="STAGE=SECONDS", help="override a stage's timeout"
-)
-@click.option(
-    "--image", default=None, help="validate inside a container of this image (report copied to --out)"
-)
-@click.option(
+@option("--timeout", "timeouts", multiple=True, metavar="STAGE=SECONDS", help="override a stage's timeout")
+@option("--image", default=None, help="validate inside a container of this image (report copied to --out)")
+@option(
     "--gpus", default=None, metavar="all|N|none", help="with --image: GPUs to expose (default all for CUDA)"
 )
-@click.option(
+@option(
     "--docker-arg",
     "docker_args",
     multiple=True,
@@ -188,7 +181,7 @@ def report_group() -> None:
 
 
 @report_group.command("verify")
-@click.argument("directory", type=click.Path(path_type=Path))
+@argument("directory", type=path_type())
 @handle_errors
 def report_verify(directory: Path) -> None:
     """Check every file of a report DIRECTORY against its MANIFEST.sha256 (exit 1 on any problem)."""
@@ -197,16 +190,16 @@ def report_verify(directory: Path) -> None:
     problems = verify_report(directory)
     if problems:
         for p in problems:
-            click.echo(p)
-        click.echo(f"{directory}: {len(problems)} problem(s)", err=True)
+            echo(p)
+        echo(f"{directory}: {len(problems)} problem(s)", err=True)
         sys.exit(EXIT_FINDINGS)
-    click.echo(f"{directory}: intact")
+    echo(f"{directory}: intact")
     sys.exit(EXIT_OK)
 
 
 @report_group.command("diff")
-@click.argument("a", type=click.Path(path_type=Path))
-@click.argument("b", type=click.Path(path_type=Path))
+@argument("a", type=path_type())
+@argument("b", type=path_type())
 @handle_errors
 def report_diff(a: Path, b: Path) -> None:
     """Compare two reports: stage statuses, packages, devices, driver.
@@ -222,7 +215,7 @@ def report_diff(a: Path, b: Path) -> None:
         raise UsageError(exc.message) from None
     diffs = diff_reports(*reports)
     for line in diffs:
-        click.echo(line)
+        echo(line)
     if not diffs:
-        click.echo("no differences")
+        echo("no differences")
     sys.exit(EXIT_FINDINGS if diffs else EXIT_OK)

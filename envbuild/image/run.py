@@ -28,6 +28,7 @@ from envbuild.image.engine import docker_client
 from envbuild.image.refs import check_image_ref
 from envbuild.models import LOCK_PATH_IN_IMAGE, Lock
 from envbuild.runopts import host_group_ids, lock_run_options
+from envbuild.typed import InvalidData, parse_json
 
 RUNS_IN_CONTAINER = "/tmp/envbuild-runs"
 VALIDATOR_IN_IMAGE = "/usr/local/bin/envbuild"
@@ -238,8 +239,8 @@ def read_lock_from_image(client: Any, tag: str) -> Lock:
     finally:
         container.remove(force=True)
     try:
-        return Lock.model_validate_json(data)
-    except ValueError as exc:
+        return parse_json(Lock, data)
+    except InvalidData as exc:
         raise LockError(
             f"--image {tag}: {LOCK_PATH_IN_IMAGE}: not a valid lock ({str(exc).splitlines()[0]})"
         ) from None

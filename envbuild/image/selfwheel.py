@@ -56,7 +56,7 @@ def _metadata() -> str:
         text = None
     if text:
         return text if text.endswith("\n") else text + "\n"
-    requires = ["click>=8.1", "docker>=7.0", "jinja2>=3.1", "packaging>=23.0", "pydantic>=2.6", "rich>=13.0"]
+    requires = ["docker>=7.0", "jinja2>=3.1", "packaging>=23.0", "pydantic>=2.6", "rich>=13.0"]
     lines = ["Metadata-Version: 2.1", "Name: envbuild", f"Version: {__version__}", "Requires-Python: >=3.10"]
     lines += [f"Requires-Dist: {r}" for r in requires]
     return "\n".join(lines) + "\n"

@@ -17,6 +17,7 @@ from envbuild.lock.resolve import Resolved
 from envbuild.models import Lock, LockedDistribution
 from envbuild.render.lockfile import lock_json
 from envbuild.render.quote import check_plain, comment
+from envbuild.typed import replace
 
 REQUIREMENTS = "requirements-rebuild.txt"
 LOCK = "envbuild.lock.json"
@@ -67,13 +68,7 @@ def render_requirements(lock: Lock, resolved: Resolved) -> str:
 
 
 def locked(lock: Lock, resolved: Resolved) -> Lock:
-    return lock.model_copy(
-        update={
-            "resolved": True,
-            "resolution": resolved.resolution,
-            "distributions": resolved.distributions,
-        }
-    )
+    return replace(lock, resolved=True, resolution=resolved.resolution, distributions=resolved.distributions)
 
 
 def write_locked(bundle: Path, lock: Lock, resolved: Resolved) -> Lock:

@@ -34,7 +34,6 @@ Decisions (documented here, tested in tests/test_plan_*.py and tests/test_compat
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Sequence
 
 from envbuild.catalog import Catalog, load_catalog
@@ -46,6 +45,7 @@ from envbuild.plan.context import Context, setting
 from envbuild.plan.findings import Findings
 from envbuild.plan.runtime_pins import check_nvidia_pins
 from envbuild.plan.versions import validate_driver
+from envbuild.typed import replace
 
 __all__ = ["check"]
 
@@ -77,7 +77,7 @@ def _without_foreign_version(profile: Profile, catalog: Catalog, out: Findings) 
         f'accelerator.backend = "{acc.backend}" and the {kind} version is derived from the torch release; '
         "set accelerator.version in this profile to choose one",
     )
-    return profile.model_copy(update={"accelerator": acc.model_copy(update={"version": None})})
+    return replace(profile, accelerator=replace(acc, version=None))
 
 
 def check(profile: Profile, targets: Sequence[str] | None = None, driver: str | None = None) -> CheckResult:
@@ -89,6 +89,8 @@ def check(profile: Profile, targets: Sequence[str] | None = None, driver: str | 
     unknown = [i for i in ids if catalog.card(i) is None]
     if unknown:
         where = "--target" if targets else f"{profile.path}: accelerator.targets"
+        import difflib  # on a miss only
+
         close = difflib.get_close_matches(unknown[0], catalog.card_ids(), n=2, cutoff=0.6)
         hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
         raise UsageError(

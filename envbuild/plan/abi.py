@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Literal
 
 from packaging.specifiers import SpecifierSet
@@ -41,6 +40,7 @@ from envbuild.plan.context import Context
 from envbuild.plan.findings import Findings
 from envbuild.plan.packages import FAMILY
 from envbuild.plan.versions import applies_on_image, line_requirement, wheel_filename
+from envbuild.typed import Record
 
 
 def _row(rows: Iterable[TorchRequirement | TorchaoRelease | FlashAttnRelease], version: Version) -> int:
@@ -68,8 +68,7 @@ def _cuda_digits(digits: str) -> tuple[int, ...]:
     return int(digits[:-1]), int(digits[-1])
 
 
-@dataclass(frozen=True)
-class _Plan:
+class _Plan(Record, kw_only=False):
     label: str  # "torch 2.9.1+cu128"
     torch: Version
     series: str  # "2.9"
@@ -80,8 +79,7 @@ class _Plan:
     python: str
 
 
-@dataclass(frozen=True)
-class _Build:
+class _Build(Record, kw_only=False):
     label: str  # the local version as the file name writes it
     style: Literal["flash", "pyg", "variant"]
     series: str | None

@@ -6,55 +6,64 @@ Read once per process and validated like every catalog file; a malformed row rai
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Literal
-
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from typing import Literal
 
 from envbuild.catalog import loader
-from envbuild.catalog.models import Row
+from envbuild.catalog.models import Row, fail, not_empty, shape
 from envbuild.resources import catalog_dir
+from envbuild.typed import Record
+
+_SERIES = re.compile(r"^\d+\.\d+$")
+_FLASH_ATTN_URL = re.compile(r"^https://\S+\{version\}\S*\.whl$")
 
 
-def _version(value: str) -> str:
-    try:
-        Version(value)
-    except InvalidVersion:
-        raise ValueError(f"{value!r} is not a PEP 440 version") from None
-    return value
+def versions(key: str, values: Iterable[str | None]) -> None:
+    """Each value (None skipped) is a PEP 440 version."""
+    from packaging.version import InvalidVersion, Version  # on a cache miss only
+
+    for value in values:
+        try:
+            if value is not None:
+                Version(value)
+        except InvalidVersion:
+            fail(key, f"{value!r} is not a PEP 440 version")
 
 
-def _specifier(value: str) -> str:
+def specifier(key: str, value: str) -> None:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # on a cache miss only
+
     try:
         SpecifierSet(value)
     except InvalidSpecifier:
-        raise ValueError(f"{value!r} is not a PEP 440 specifier") from None
-    return value
+        fail(key, f"{value!r} is not a PEP 440 specifier")
 
 
-def _series(value: str) -> str:
-    if not re.fullmatch(r"\d+\.\d+", value):
-        raise ValueError(f"{value!r} is not a torch series (X.Y)")
-    return value
-
-
-VersionText = Annotated[str, AfterValidator(_version)]
-SpecifierText = Annotated[str, AfterValidator(_specifier)]
-Series = Annotated[str, AfterValidator(_series)]
+def series(key: str, values: Iterable[str]) -> None:
+    for value in values:
+        shape(key, value, _SERIES, "torch series (X.Y)")
 
 
 class CxxAbiRule(Row):
-    torch: SpecifierText  # on the plan's torch release
+    torch: str  # a PEP 440 specifier on the plan's torch release
     variants: tuple[str, ...] = ()  # empty: every variant
     abi: bool
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        specifier("torch", self.torch)
+
 
 class TorchRequirement(Row):
-    version: VersionText
-    torch: SpecifierText  # Requires-Dist on torch ("" = any torch)
+    version: str
+    torch: str  # Requires-Dist on torch, a PEP 440 specifier ("" = any torch)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        versions("version", (self.version,))
+        specifier("torch", self.torch)
 
 
 class BitsandbytesRelease(TorchRequirement):
@@ -62,39 +71,68 @@ class BitsandbytesRelease(TorchRequirement):
 
 
 class TorchaoRelease(Row):
-    version: VersionText
-    kernels_torch: tuple[VersionText, ...] = ()
-    kernels_min_torch: VersionText | None = None
+    version: str
+    kernels_torch: tuple[str, ...] = ()
+    kernels_min_torch: str | None = None
     kernels_match: Literal["patch", "series"] = "patch"
-    python_api_torch: tuple[VersionText, ...] | None = None
+    python_api_torch: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        versions("version", (self.version,))
+        versions("kernels_torch", self.kernels_torch)
+        versions("kernels_min_torch", (self.kernels_min_torch,))
+        versions("python_api_torch", self.python_api_torch or ())
 
 
 class FlashAttnRelease(Row):
-    version: VersionText
-    torch: tuple[Series, ...] = Field(min_length=1)
-    cuda: tuple[int, ...] = Field(min_length=1)
-    python: tuple[Series, ...] = Field(min_length=1)
-    cxx11_abi: tuple[bool, ...] = Field(min_length=1)
+    version: str
+    torch: tuple[str, ...]
+    cuda: tuple[int, ...]
+    python: tuple[str, ...]
+    cxx11_abi: tuple[bool, ...]
     exclude: tuple[str, ...] = ()  # "torch/python" pairs the release matrix leaves out
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        versions("version", (self.version,))
+        for key in ("torch", "cuda", "python", "cxx11_abi"):
+            not_empty(key, getattr(self, key))
+        series("torch", self.torch)
+        series("python", self.python)
 
 
 class PygWheels(Row):
     package: Literal["torch-scatter", "torch-sparse", "torch-cluster"]
-    torch: Series
-    variants: tuple[str, ...] = Field(min_length=1)
+    torch: str
+    variants: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        series("torch", (self.torch,))
+        not_empty("variants", self.variants)
 
 
-class AbiData(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    flash_attn_url: str = Field(pattern=r"^https://\S+\{version\}\S*\.whl$")
-    flash_attn_url_source: str = Field(min_length=3)
-    cxx11_abi: tuple[CxxAbiRule, ...] = Field(min_length=1)
+class AbiData(Record):
+    flash_attn_url: str
+    flash_attn_url_source: str
+    cxx11_abi: tuple[CxxAbiRule, ...]
     flash_attn: tuple[FlashAttnRelease, ...] = ()
     pyg: tuple[PygWheels, ...] = ()
     torchao: tuple[TorchaoRelease, ...] = ()
     xformers: tuple[TorchRequirement, ...] = ()
     bitsandbytes: tuple[BitsandbytesRelease, ...] = ()
+
+    def __post_init__(self) -> None:
+        shape(
+            "flash_attn_url",
+            self.flash_attn_url,
+            _FLASH_ATTN_URL,
+            "wheel URL template (https://...{version}...whl)",
+        )
+        if len(self.flash_attn_url_source) < 3:
+            fail("flash_attn_url_source", "must be at least 3 characters")
+        not_empty("cxx11_abi", self.cxx11_abi)
 
 
 @cache

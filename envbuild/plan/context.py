@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Protocol
 
 from envbuild.catalog import (
@@ -18,6 +17,7 @@ from envbuild.catalog import (
     RocmWheel,
 )
 from envbuild.models import Pin, Profile, RequirementLine
+from envbuild.typed import Record, field
 
 
 class Sourced(Protocol):
@@ -87,8 +87,7 @@ def setting(profile: Profile, key: str, value: object | None = None) -> str:
     return f"{key} = {shown}"
 
 
-@dataclass
-class Context:
+class Context(Record, frozen=False, kw_only=False):
     catalog: Catalog
     profile: Profile
     cards: list[CardEntry]

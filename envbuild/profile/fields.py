@@ -18,7 +18,6 @@ Decisions recorded here (see also the package docstring):
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable
 
@@ -67,6 +66,8 @@ def _clip(value: str, limit: int = 60) -> str:
 
 def did_you_mean(value: str, valid: Iterable[str]) -> str:
     """`` (did you mean 'x'?)`` when a valid value is close, else an empty string."""
+    import difflib  # on a miss only
+
     close = difflib.get_close_matches(value, list(valid), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
 

@@ -5,21 +5,33 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from envbuild.errors import BundleError, Issue, ProfileError, UsageError, choices
-from envbuild.models import Origin, Profile, RequirementLine
+from envbuild.models import (
+    AcceleratorSpec,
+    AppSpec,
+    BaseSpec,
+    BlenderSpec,
+    CheckSpec,
+    Origin,
+    Profile,
+    PythonSpec,
+    RequirementLine,
+    ResourcesSpec,
+    SystemSpec,
+    TorchSpec,
+    ValidateSpec,
+)
 from envbuild.profile import requirements
 from envbuild.profile.appdir import collect_app
 from envbuild.profile.fields import did_you_mean, secret_value_problems
 from envbuild.profile.merge import Merged, merge
 from envbuild.profile.paths import Place, PlaceError, builtin_place, root_place
-from envbuild.profile.schema import check_document
+from envbuild.profile.schema import CHECK, TABLES, Spec, check_document
 from envbuild.resources import profiles_dir
+from envbuild.typed import Record, field
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -38,15 +50,13 @@ def _is_builtin_ref(ref: str) -> bool:
     return "/" not in ref and "\\" not in ref and not ref.endswith(".toml")
 
 
-@dataclass
-class _Layer:
+class _Layer(Record, frozen=False, kw_only=False):
     place: Place
     ident: str  # "builtin:pytorch" or the root-relative label
     doc: dict[str, Any]
 
 
-@dataclass
-class _Load:
+class _Load(Record, frozen=False, kw_only=False):
     issues: list[Issue] = field(default_factory=list)
     files: dict[str, bytes] = field(default_factory=dict)  # label -> bytes, in first-read order
     broken: bool = False  # the extends chain could not be followed to its end
@@ -201,10 +211,51 @@ def load_profile(ref: str | os.PathLike[str]) -> Profile:
     data["sources"] = dict(sorted(merged.sources.items()))
     data["origins"] = _origins(merged, ordered)
     try:
-        return Profile.model_validate(data)
-    except ValidationError as exc:  # a gap between the schema and the model: report, don't crash
-        issues = [Issue(root.place.display, ".".join(map(str, e["loc"])), e["msg"]) for e in exc.errors()]
-        raise ProfileError(issues) from None
+        return _typed(data)
+    except TypeError as exc:  # a gap between the schema and the model: report, don't crash
+        raise ProfileError(
+            [Issue(root.place.display, "", f"does not fit the profile model: {exc}")]
+        ) from None
+
+
+# The typed model of each table of the schema (:data:`~envbuild.profile.schema.TABLES`).
+TABLE_MODELS: dict[str, type[Any]] = {
+    "base": BaseSpec,
+    "accelerator": AcceleratorSpec,
+    "python": PythonSpec,
+    "torch": TorchSpec,
+    "blender": BlenderSpec,
+    "system": SystemSpec,
+    "resources": ResourcesSpec,
+    "validate": ValidateSpec,
+    "app": AppSpec,
+}
+
+
+def _typed(data: dict[str, Any]) -> Profile:
+    """The merged document as a :class:`Profile`.  :func:`check_document` has checked every value's
+    type, so this only shapes them: tables become their models, lists tuples, numbers floats."""
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        if key in TABLE_MODELS:
+            values["validate_" if key == "validate" else key] = _table(TABLE_MODELS[key], TABLES[key], value)
+        elif key == "checks":
+            values[key] = tuple(_table(CheckSpec, CHECK, item) for item in value)
+        else:
+            values[key] = value
+    return Profile(**values)
+
+
+def _table(model: type[Any], specs: dict[str, Spec], table: dict[str, Any]) -> Any:
+    values = {}
+    for key, value in table.items():
+        spec = specs.get(key)
+        if spec is not None and spec.type == "number":
+            value = float(value)
+        elif isinstance(value, list):
+            value = tuple(value)
+        values[key] = value
+    return model(**values)
 
 
 def _origins(merged: Merged, layers: list[_Layer]) -> dict[str, Origin]:

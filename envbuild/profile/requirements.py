@@ -41,7 +41,6 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from envbuild.errors import Issue
 from envbuild.models import RequirementLine
@@ -56,6 +55,7 @@ from envbuild.profile.pep508 import (
     parse_requirement,
 )
 from envbuild.profile.pylock import is_pylock, parse_pylock
+from envbuild.typed import Record, field
 
 MAX_INCLUDE_DEPTH = 16
 _COMMENT_RE = re.compile(r"(^|\s+)#.*$")
@@ -103,8 +103,7 @@ EDITABLE_MSG = (
 )
 
 
-@dataclass
-class _State:
+class _State(Record, frozen=False, kw_only=False):
     issues: list[Issue]
     key: str  # "python.requirements[0]"
     on_file: Callable[[Place, bytes], None]

@@ -23,12 +23,12 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from envbuild.errors import BundleError
 from envbuild.models import LOCK_FORMAT, Profile
 from envbuild.resources import profiles_dir
+from envbuild.typed import Record
 
 KEEP_DIRS = ("app", "certs", "tools", "wheelhouse")
 # Folders render rewrites whole on every render: nothing in them is kept.
@@ -90,8 +90,7 @@ def _is_dir(path: Path) -> bool:
     return path.is_dir() and not path.is_symlink()
 
 
-@dataclass
-class KeepPlan:
+class KeepPlan(Record, frozen=False, kw_only=False):
     """What a re-render does with the previous bundle's entries (paths relative to the bundle)."""
 
     moves: list[str]  # kept: moved whole (a file, a link or a folder) into the new tree

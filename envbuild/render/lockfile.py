@@ -23,6 +23,7 @@ from envbuild.models import (
 from envbuild.profile.fields import secret_key_reason, secret_value_reason
 from envbuild.render.apt import apt_packages, runtime_packages
 from envbuild.render.constraints import collect_constraints
+from envbuild.typed import to_data
 
 _OS_RELEASE = {
     "ubuntu22.04": ("ubuntu", "22.04"),
@@ -171,4 +172,4 @@ def make_lock(plan: Plan) -> Lock:
 
 def lock_json(lock: Lock) -> str:
     """The lock file text: sorted keys, indent 2, LF, trailing newline."""
-    return json.dumps(lock.model_dump(mode="json"), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(to_data(lock), sort_keys=True, indent=2, ensure_ascii=False) + "\n"

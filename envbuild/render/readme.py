@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from dataclasses import dataclass
 
 from envbuild import __version__
 from envbuild.models import LOCK_PATH_IN_IMAGE, PYTHON_IN_IMAGE, CheckResult
@@ -13,6 +12,7 @@ from envbuild.render.apt import apt_packages, runtime_packages
 from envbuild.render.env import render_template
 from envbuild.render.quote import md, md_code
 from envbuild.render.view import PREPARATION, OrderRow, order_days, order_price_sources, order_rows
+from envbuild.typed import Record
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 # Findings about this machine, not the bundle: the catalog overlay's path (in the user's home) and age
@@ -21,28 +21,24 @@ SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 LOCAL_ONLY = frozenset({"I-OVERLAY", "W-OVERLAY-STALE", "W-OVERLAY-INVALID"})
 
 
-@dataclass(frozen=True)
-class FindingRow:
+class FindingRow(Record, kw_only=False):
     severity: str
     code: str
     message: str
     ref: str  # "1": the number of its source in the list under the table; "" when it has none
 
 
-@dataclass(frozen=True)
-class FindingSource:
+class FindingSource(Record, kw_only=False):
     number: int
     text: str
 
 
-@dataclass(frozen=True)
-class RunReason:
+class RunReason(Record, kw_only=False):
     flag: str
     why: str
 
 
-@dataclass(frozen=True)
-class SourceRow:
+class SourceRow(Record, kw_only=False):
     setting: str
     source: str
 

@@ -7,7 +7,6 @@ they land (shell word, Dockerfile string, Markdown); they hold loops and conditi
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from envbuild import __version__
@@ -27,6 +26,7 @@ from envbuild.render.apt import apt_packages, runtime_packages
 from envbuild.render.constraints import constraint_value
 from envbuild.render.lockfile import checked_env
 from envbuild.render.quote import check_plain, docker_str, md, sh
+from envbuild.typed import Record
 
 _PYTHON_VERSION = re.compile(r"^3\.\d{1,2}$")
 _FILENAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
@@ -34,8 +34,7 @@ _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 PROVISIONS = frozenset({"system", "deadsnakes", "base-image"})
 
 
-@dataclass(frozen=True)
-class EnvVar:
+class EnvVar(Record, kw_only=False):
     key: str  # validated identifier
     value: str  # Dockerfile-quoted
 
@@ -43,8 +42,7 @@ class EnvVar:
 SOURCE_DATE_EPOCH = 315532800
 
 
-@dataclass(frozen=True)
-class Blender:
+class Blender(Record, kw_only=False):
     version: str
     url: str  # shell-quoted
     sha256_url: str  # shell-quoted
@@ -53,8 +51,7 @@ class Blender:
     pattern: str  # grep -E pattern matching the tarball's line in the checksum file
 
 
-@dataclass(frozen=True)
-class DockerfileView:
+class DockerfileView(Record, kw_only=False):
     envbuild_version: str
     command: str  # for a comment line
     profile_name: str
@@ -191,8 +188,7 @@ def _sources_line(line: str) -> str:
 PREPARATION = {"ubuntu": "Ubuntu", "pytorch": "PyTorch", "blender": "Blender", "custom": "Custom image"}
 
 
-@dataclass(frozen=True)
-class OrderRow:
+class OrderRow(Record, kw_only=False):
     card: str
     vendor: str
     arch: str

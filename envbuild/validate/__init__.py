@@ -40,6 +40,7 @@ from typing import Any
 from envbuild import __version__
 from envbuild.errors import ReportError, UsageError
 from envbuild.models import Lock, read_lock
+from envbuild.typed import to_data, to_json
 from envbuild.validate.host import host_facts
 from envbuild.validate.interp import DEFAULT_LOCK, choose_python, default_workdir, find_lock
 from envbuild.validate.model import FirstFailure, LockRef, Report, StageResult
@@ -118,7 +119,7 @@ def run_validation(
     bundle: Path | None = None
     if isinstance(lock, Lock):
         lock_obj, lock_path = lock, "(in memory)"
-        raw_lock = lock.model_dump_json().encode()
+        raw_lock = to_json(lock).encode()
     else:
         where = find_lock(lock)
         bundle = where.bundle
@@ -217,9 +218,7 @@ def _build_report(
         duration_s=round(time.monotonic() - t0, 3),
         python=interpreter,
         workdir=str(ctx.workdir),
-        lock=LockRef(
-            path=lock_path, sha256=hashlib.sha256(raw_lock).hexdigest(), content=lock.model_dump(mode="json")
-        ),
+        lock=LockRef(path=lock_path, sha256=hashlib.sha256(raw_lock).hexdigest(), content=to_data(lock)),
         stages=tuple(results),
         first_failure=first,
         stage_reached=outcome.stage_reached,

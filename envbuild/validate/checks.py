@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from envbuild.models import CheckSpec
+from envbuild.typed import replace
 from envbuild.validate.decide import result, skipped
 from envbuild.validate.model import StageResult
 from envbuild.validate.redact import redact_text
@@ -122,5 +123,5 @@ def run_checks(
         workdir=str(workdir),
     )
     if bad["status"] == "timed_out":
-        return res.model_copy(update={"status": "timed_out"})
+        return replace(res, status="timed_out")
     return res

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from envbuild.typed import Record, field
 
 Status = Literal["passed", "failed", "skipped", "aborted", "timed_out"]
 REPORT_FORMAT: Final = "envbuild.report/1"
@@ -13,13 +13,11 @@ REPORT_FORMAT: Final = "envbuild.report/1"
 OK_STATUSES: frozenset[str] = frozenset({"passed", "skipped"})
 
 
-class StageResult(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class StageResult(Record):
     stage: str
     status: Status
     duration_s: float = 0.0
-    facts: dict[str, Any] = Field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=dict)
     error: str | None = None  # the first error, one line
     hint: str | None = None  # what to do next
 
@@ -28,24 +26,18 @@ class StageResult(BaseModel):
         return self.status in OK_STATUSES
 
 
-class FirstFailure(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class FirstFailure(Record):
     stage: str
     error: str
 
 
-class LockRef(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class LockRef(Record):
     path: str
     sha256: str
     content: dict[str, Any]
 
 
-class Report(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class Report(Record):
     format: Literal["envbuild.report/1"] = REPORT_FORMAT
     run_id: str
     envbuild_version: str
@@ -61,7 +53,7 @@ class Report(BaseModel):
     ok: bool
     interrupted: bool = False
     signal: str | None = None
-    host: dict[str, Any] = Field(default_factory=dict)
+    host: dict[str, Any] = field(default_factory=dict)
 
     def stage(self, name: str) -> StageResult:
         for result in self.stages:

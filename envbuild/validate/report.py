@@ -20,6 +20,7 @@ from pathlib import Path
 
 from envbuild.digest import sha256_file
 from envbuild.errors import UsageError
+from envbuild.typed import to_json
 from envbuild.validate.model import Report
 from envbuild.validate.redact import env_lines, redact_text
 
@@ -364,7 +365,7 @@ def write_report(
         atomic_write_bytes(run_dir / name, images[name])
     files: dict[str, str] = {name: text for name, text in raw.items() if name in RAW_FILES}
     files["env.txt"] = env_text(env)
-    files["report.json"] = report.model_dump_json(indent=2) + "\n"
+    files["report.json"] = to_json(report, indent=2) + "\n"
     files["report.md"] = render_markdown(report)
     files["junit.xml"] = render_junit(report)
     for name in sorted(files):

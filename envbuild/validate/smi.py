@@ -11,18 +11,15 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from envbuild.errors import EnvbuildError
+from envbuild.typed import Record
 
 
 class SmiParseError(EnvbuildError):
     """A vendor tool printed something that is not the documented format."""
 
 
-class SmiGpu(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class SmiGpu(Record):
     index: int
     name: str
     memory_mib: float | None = None
@@ -31,9 +28,7 @@ class SmiGpu(BaseModel):
     pci_bus_id: str | None = None
 
 
-class SmiView(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class SmiView(Record):
     tool: str  # "nvidia-smi", "amd-smi", "rocm-smi"
     driver_version: str | None = None
     runtime_version: str | None = None  # CUDA version the driver supports / ROCm version

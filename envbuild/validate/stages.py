@@ -31,9 +31,10 @@ from typing import Any
 
 from envbuild.errors import UsageError, choices
 from envbuild.models import CheckSpec, Lock
+from envbuild.typed import replace
 from envbuild.validate import blender, checks, container, decide, decide_work, gpu, interp
 from envbuild.validate.host import GpuToolFacts, collect_gpu_tools, mem_available_bytes
-from envbuild.validate.model import StageResult
+from envbuild.validate.model import StageResult, Status
 from envbuild.validate.probe import ProbeResult, run_probe
 from envbuild.validate.runner import kill_thread_runs
 from envbuild.validate.worker import TorchWorker
@@ -188,7 +189,7 @@ def probe_data(ctx: StageContext, stage: str, name: str, out: ProbeResult) -> di
         "stderr_tail": out.stderr_tail[-800:],
         **out.facts,
     }
-    status = "timed_out" if out.outcome == "timed_out" else "failed"
+    status: Status = "timed_out" if out.outcome == "timed_out" else "failed"
     hint = {
         "timed_out": f"raise the limit with --timeout {stage}=SECONDS if the machine is just slow",
         "crashed": "a native crash in torch or a driver library: see stderr_tail",
@@ -248,7 +249,7 @@ def _accelerator(ctx: StageContext) -> StageResult:
         driver, source = (view.driver_version, view.tool) if view else (None, None)
     res = gpu.decide_accelerator(ctx.lock, data, driver, source)
     if tools.errors:
-        res = res.model_copy(update={"facts": {**res.facts, "tool_errors": tools.errors}})
+        res = replace(res, facts={**res.facts, "tool_errors": tools.errors})
     return res
 
 
@@ -327,7 +328,7 @@ def _blender(ctx: StageContext) -> StageResult:
 def check_specs(ctx: StageContext) -> tuple[CheckSpec, ...]:
     """The lock's checks as they run: a bare ``python`` / ``python3`` / ``pythonX.Y`` as argv[0] is
     the interpreter under test."""
-    return tuple(c.model_copy(update={"run": interp.check_argv(c.run, ctx.python)}) for c in ctx.lock.checks)
+    return tuple(replace(c, run=interp.check_argv(c.run, ctx.python)) for c in ctx.lock.checks)
 
 
 def _checks(ctx: StageContext) -> StageResult:
@@ -340,10 +341,8 @@ def _checks(ctx: StageContext) -> StageResult:
         return res
     shown = {**res.facts, "python": ctx.python, "path_first": path.split(os.pathsep)[0]}
     if res.error:
-        return res.model_copy(
-            update={"facts": shown, "hint": "see the check's output tail in the report (report.md, Checks)"}
-        )
-    return res.model_copy(update={"facts": shown})
+        return replace(res, facts=shown, hint="see the check's output tail in the report (report.md, Checks)")
+    return replace(res, facts=shown)
 
 
 RUNNERS: dict[str, Callable[[StageContext], StageResult]] = {
@@ -381,7 +380,7 @@ def _run_one(ctx: StageContext, name: str) -> StageResult:
             error=f"internal error in stage {name}: {type(exc).__name__}: {exc}",
             hint="this is a bug in envbuild; please report it with this report",
         )
-    return res.model_copy(update={"duration_s": round(time.monotonic() - start, 3)})
+    return replace(res, duration_s=round(time.monotonic() - start, 3))
 
 
 @dataclass

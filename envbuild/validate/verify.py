@@ -6,11 +6,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from envbuild.digest import sha256_file
 from envbuild.errors import ReportError
-from envbuild.models import first_validation_error
+from envbuild.typed import InvalidData, parse_json
 from envbuild.validate.model import Report
 from envbuild.validate.report import MANIFEST
 
@@ -59,13 +57,13 @@ def load_report(directory: Path) -> Report:
         raise ReportError(f"{directory}: not a report directory")
     path = directory / "report.json"
     try:
-        return Report.model_validate_json(path.read_text(encoding="utf-8"))
+        return parse_json(Report, path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ReportError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise ReportError(f"{path}: not UTF-8 text (expected envbuild.report/1 JSON)") from None
-    except ValidationError as exc:
-        raise ReportError(f"{path}: {first_validation_error(exc)} (expected envbuild.report/1)") from None
+    except InvalidData as exc:
+        raise ReportError(f"{path}: {exc} (expected envbuild.report/1)") from None
 
 
 def _packages(report: Report) -> dict[str, Any]:
