@@ -17,7 +17,8 @@ own (never into envbuild's: it is no dependency of envbuild, its tests or CI):
 The recipe (written to a temporary folder) is a CUDA base image, Python, and a pip install of torch and
 numpy, as the ``pytorch`` profile is.  Without hpccm only envbuild's figures are printed.
 
-What "cold" means here: a new process each run.  Every process, hpccm's included, gets its bytecode
+envbuild runs as its installed console script (``.venv/bin/envbuild``), as a user runs it and as
+hpccm's is run.  What "cold" means here: a new process each run.  Every process, hpccm's included, gets its bytecode
 from one temporary ``PYTHONPYCACHEPREFIX`` filled by a first, unmeasured run -- as an installed wheel
 has its ``.pyc`` files -- even where ``PYTHONDONTWRITEBYTECODE`` is set (``--no-bytecode-cache``
 compiles envbuild from source every run instead).  envbuild's cache folder (``XDG_CACHE_HOME``) is a

@@ -15,7 +15,6 @@ Its rows replace the built-in price of the same card and duration.  Every proble
 
 from __future__ import annotations
 
-import datetime
 import sys
 from pathlib import Path
 from typing import Any
@@ -79,6 +78,8 @@ def load_price_file(path: Path, catalog: Catalog | None = None) -> tuple[LotPric
         issues.append(
             Issue(file, "source", "expected a text saying where the prices come from (a page, a quote)")
         )
+    import datetime  # a price file only (TOML reads a bare date as datetime.date)
+
     raw_date = data.get("date")
     date = raw_date.isoformat() if isinstance(raw_date, datetime.date) else raw_date
     if not isinstance(date, str):

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import re
-
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from envbuild import lazyre
 from envbuild.catalog.models import CompanionRelease, TorchRequires
 from envbuild.errors import choices
 from envbuild.models import IndexUrl, Pin, RequirementLine
@@ -396,8 +395,8 @@ def _user_line(
     return False
 
 
-_VARIANT = re.compile(r"^(cu\d+|rocm\d+(\.\d+)*|cpu|xpu)$")
-_TORCH_INDEX = re.compile(r"https?://download\.pytorch\.org/whl/(?:(?:test|nightly)/)?([a-z0-9.]+)/?")
+_VARIANT = lazyre.compile(r"^(cu\d+|rocm\d+(\.\d+)*|cpu|xpu)$")
+_TORCH_INDEX = lazyre.compile(r"https?://download\.pytorch\.org/whl/(?:(?:test|nightly)/)?([a-z0-9.]+)/?")
 
 
 def _check_torch_index(ctx: Context, out: Findings, line: RequirementLine) -> None:
