@@ -18,12 +18,12 @@ The recipe (written to a temporary folder) is a CUDA base image, Python, and a p
 numpy, as the ``pytorch`` profile is.  Without hpccm only envbuild's figures are printed.
 
 envbuild runs as its installed console script (``.venv/bin/envbuild``), as a user runs it and as
-hpccm's is run.  What "cold" means here: a new process each run.  Every process, hpccm's included, gets its bytecode
-from one temporary ``PYTHONPYCACHEPREFIX`` filled by a first, unmeasured run -- as an installed wheel
-has its ``.pyc`` files -- even where ``PYTHONDONTWRITEBYTECODE`` is set (``--no-bytecode-cache``
-compiles envbuild from source every run instead).  envbuild's cache folder (``XDG_CACHE_HOME``) is a
-temporary one, filled by that first run too; the ``empty cache`` rows give each run a new, empty one
-(a first start after installing or upgrading).
+hpccm's is run.  What "cold" means here: a new process each run.  Every process, hpccm's included,
+gets its bytecode from one temporary ``PYTHONPYCACHEPREFIX`` filled by a first, unmeasured run -- as
+an installed wheel has its ``.pyc`` files -- even where ``PYTHONDONTWRITEBYTECODE`` is set
+(``--no-bytecode-cache`` compiles envbuild from source every run instead).  envbuild's cache folder
+(``XDG_CACHE_HOME``) is a temporary one, filled by that first run too; the ``empty cache`` rows give
+each run a new, empty one (a first start after installing or upgrading).
 """
 
 from __future__ import annotations

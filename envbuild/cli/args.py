@@ -203,7 +203,10 @@ class Command:
 
     def parser(self, prog: str) -> argparse.ArgumentParser:
         parser = _Parser(
-            prog=prog, description=self.help, formatter_class=argparse.RawDescriptionHelpFormatter
+            prog=prog,
+            description=self.help,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+            allow_abbrev=False,  # `--tar` is not `--target`: a later option must not change its meaning
         )
         for param in _params(self.func):
             param.add_to(parser)
