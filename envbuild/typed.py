@@ -20,7 +20,6 @@ failure is :class:`InvalidData`, with pydantic's error list.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
@@ -269,6 +268,8 @@ def to_data(obj: Any, *, exclude: Iterable[str] = ()) -> Any:
 def to_json(obj: Any, *, indent: int | None = None) -> str:
     """:func:`to_data` as JSON text: UTF-8 as is, compact unless ``indent`` is given."""
     separators = (",", ":") if indent is None else (",", ": ")
+    import json  # `check` prints no JSON unless asked: its start does not pay for the module
+
     return json.dumps(to_data(obj), indent=indent, separators=separators, ensure_ascii=False)
 
 

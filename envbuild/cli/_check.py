@@ -6,7 +6,6 @@ torch nor docker.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -169,6 +168,8 @@ def check_cmd(
         kept = tuple(f for f in result.findings if f.code != "I-NOT-RESOLVED")
         result = CheckResult(plan=result.plan, findings=(*kept, *found))
     if as_json:
+        import json
+
         echo(json.dumps(result_json(result), indent=2, sort_keys=True))
     else:
         _print_human(result, verbose=verbose)

@@ -6,7 +6,6 @@ resolver could not decide, 2 for a bad bundle or usage.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -71,6 +70,8 @@ def lock_command(
             "resolution": to_data(resolved.resolution),
             "distributions": to_data(resolved.distributions),
         }
+        import json
+
         echo(json.dumps(payload, indent=2, sort_keys=True))
     else:
         for finding in resolved.findings:

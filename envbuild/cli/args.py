@@ -205,7 +205,7 @@ class Command:
         parser = _Parser(
             prog=prog,
             description=self.help,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
+            formatter_class=_formatter,
             allow_abbrev=False,  # `--tar` is not `--target`: a later option must not change its meaning
         )
         for param in _params(self.func):
@@ -291,6 +291,14 @@ class Group:
     def run(self, argv: Sequence[str], load: Callable[[str | None], None] | None = None) -> Any:
         command, kwargs = self.parse(argv, load)
         return command.func(**kwargs)
+
+
+def _formatter(prog: str) -> argparse.HelpFormatter:
+    """argparse's formatter, told the width: left to itself it imports ``shutil`` (and with it the
+    compression modules) to ask, on every parser built, help or not."""
+    from envbuild.cli._text import columns
+
+    return argparse.RawDescriptionHelpFormatter(prog, width=columns(sys.stdout) - 2)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Protocol
 
 from envbuild.catalog import (
@@ -57,6 +56,8 @@ def toml_value(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
+        import json  # for a message only
+
         return json.dumps(value, ensure_ascii=False)
     if isinstance(value, (tuple, list)):
         return "[" + ", ".join(toml_value(v) for v in value) + "]"
