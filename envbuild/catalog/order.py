@@ -10,14 +10,14 @@ lot is two cards, one price), so it is never multiplied by cards or devices.
 from __future__ import annotations
 
 import math
-from decimal import ROUND_HALF_UP, Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envbuild.catalog import load_catalog
 from envbuild.models import Card, LotPrice, Plan
 from envbuild.typed import Record
 
-CENT = Decimal("0.01")
+if TYPE_CHECKING:
+    from decimal import Decimal
 
 
 def lots_needed(gpus: int, devices_per_lot: int) -> int:
@@ -27,8 +27,10 @@ def lots_needed(gpus: int, devices_per_lot: int) -> int:
 
 def usd(value: float | Decimal) -> Decimal:
     """An amount in USD, to the cent (TOML floats go through their shortest text form)."""
+    from decimal import ROUND_HALF_UP, Decimal  # with a price only
+
     amount = value if isinstance(value, Decimal) else Decimal(str(value))
-    return amount.quantize(CENT, rounding=ROUND_HALF_UP)
+    return amount.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
 
 
 def _count(n: int, noun: str) -> str:

@@ -9,7 +9,6 @@ terminal is 80 columns wide unless ``COLUMNS`` says otherwise, as the other comm
 from __future__ import annotations
 
 import os
-import textwrap
 from typing import TextIO
 
 CODES = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
@@ -35,7 +34,12 @@ class Text:
         """``text`` (control characters shown escaped) in lines of at most :attr:`width` columns, the
         ones after the first indented by ``indent`` (the first is printed after something that wide)."""
         room = max(20, self.width - indent)
-        lines = textwrap.wrap(printable(text), width=room, break_on_hyphens=False) or [""]
+        shown = printable(text)
+        if len(shown) <= room and shown == shown.strip() and shown.isprintable():
+            return [shown]  # one line as it is (what textwrap would return), without importing it
+        import textwrap
+
+        lines = textwrap.wrap(shown, width=room, break_on_hyphens=False) or [""]
         return [lines[0], *(" " * indent + line for line in lines[1:])]
 
     def grid(self, rows: list[tuple[str, str]], gap: int = 2) -> list[str]:

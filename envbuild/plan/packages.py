@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from envbuild import lazyre
@@ -13,12 +11,18 @@ from envbuild.models import IndexUrl, Pin, RequirementLine
 from envbuild.plan.context import Context
 from envbuild.plan.findings import Findings
 from envbuild.plan.versions import (
-    applies_on_image,
     is_sdist_or_vcs,
     line_requirement,
     wheel_problem,
     wheel_project,
     wheel_version,
+)
+from envbuild.pyreq import (
+    InvalidRequirement,
+    ParsedRequirement,
+    applies_on_image,
+    canonicalize_name,
+    parse,
 )
 from envbuild.typed import Record
 
@@ -47,11 +51,11 @@ def _torch_version(ctx: Context) -> Version:
 
 
 def _allows(lines: tuple[str, ...], version: Version) -> bool:
-    return all(Requirement(line).specifier.contains(version, prereleases=True) for line in lines)
+    return all(parse(line).specifier.contains(version, prereleases=True) for line in lines)
 
 
 def _pins_exactly(lines: tuple[str, ...], version: Version) -> bool:
-    specs = [spec for line in lines for spec in Requirement(line).specifier]
+    specs = [spec for line in lines for spec in parse(line).specifier]
     exact = any(s.operator in ("==", "===") and "*" not in s.version for s in specs)
     return exact and _allows(lines, version)
 
@@ -65,17 +69,21 @@ def _quote(row: CompanionRelease) -> str:
 
 def _lines(lines: tuple[str, ...]) -> str:
     """Requires-Dist lines as packaging writes them (``torch (==2.7.1)`` -> ``torch==2.7.1``)."""
-    return "; ".join(str(Requirement(line)) for line in lines)
+    return "; ".join(str(parse(line)) for line in lines)
 
 
-def _triton_lines(ctx: Context) -> tuple[TorchRequires | None, tuple[str, ...]]:
-    """This torch release's own Requires-Dist on triton (the lines whose markers hold on the image)."""
+def _triton_lines(ctx: Context) -> tuple[TorchRequires | None, tuple[tuple[str, str], ...]]:
+    """This torch release's own Requires-Dist on triton: the lines whose markers hold on the image, each
+    as (the line as packaging writes it, the requirement without its marker)."""
     assert ctx.patch is not None
     row = next((t for t in ctx.catalog.torch.torch_requires if t.torch == ctx.patch.version), None)
     if row is None:
         return None, ()
-    lines = tuple(line for line in row.triton if applies_on_image(Requirement(line), ctx.python))
-    return row, lines
+    return row, row.triton_on_image(ctx.python)
+
+
+def _shown(lines: tuple[tuple[str, str], ...]) -> str:
+    return "; ".join(shown for shown, _ in lines)
 
 
 def _choose(ctx: Context, name: str) -> _Choice | None:
@@ -127,7 +135,7 @@ def _release_versions(ctx: Context, out: Findings) -> dict[str, _Choice]:
     triton = "pytorch-triton-rocm" if ctx.backend == "rocm" else "triton"
     row, lines = _triton_lines(ctx)
     evidence = (
-        f"{ctx.patch.version} requires {_lines(lines)} (its Requires-Dist)"
+        f"{ctx.patch.version} requires {_shown(lines)} (its Requires-Dist)"
         if lines
         else f"the catalog pairs triton {ctx.patch.triton}"
     )
@@ -136,12 +144,12 @@ def _release_versions(ctx: Context, out: Findings) -> dict[str, _Choice]:
     return out_
 
 
-def _matches(req: Requirement, version: str, local: str | None) -> bool:
+def _matches(req: ParsedRequirement, version: str, local: str | None) -> bool:
     full = Version(f"{version}+{local}" if local else version)
     return req.specifier.contains(full, prereleases=True)
 
 
-def _exact(req: Requirement) -> str | None:
+def _exact(req: ParsedRequirement) -> str | None:
     """The version of a plain ``name==X`` requirement (no wildcard, no URL), else None."""
     specs = list(req.specifier)
     if req.url or len(specs) != 1 or specs[0].operator not in ("==", "===") or "*" in specs[0].version:
@@ -159,9 +167,9 @@ def _verdict(ctx: Context, name: str, version: str) -> tuple[bool | None, str, s
         row, lines = _triton_lines(ctx)
         if row is None:
             return None, "", ""
-        ok = all(Requirement(line).specifier.contains(Version(version), prereleases=True) for line in lines)
+        ok = all(parse(bare).specifier.contains(Version(version), prereleases=True) for _, bare in lines)
         assert ctx.patch is not None
-        quote = f"torch {ctx.patch.version} requires {_lines(lines)} (its Requires-Dist)"
+        quote = f"torch {ctx.patch.version} requires {_shown(lines)} (its Requires-Dist)"
         return ok, quote, f"{row.source} [{row.tier}]"
     row_ = _release_rows(ctx, name).get(version)
     if row_ is None:
@@ -185,7 +193,7 @@ def resolve_pins(ctx: Context, out: Findings) -> None:
     for i, text in enumerate(ctx.profile.torch.packages):
         where = f"torch.packages[{i}]"
         try:
-            req = Requirement(text)
+            req = parse(text)
         except InvalidRequirement as exc:
             out.error("E-COMPANION-INVALID", f"{where}: {text!r} is not a requirement ({exc})")
             continue
@@ -253,7 +261,7 @@ def _companion(
     ctx: Context,
     out: Findings,
     where: str,
-    req: Requirement,
+    req: ParsedRequirement,
     name: str,
     pairs: dict[str, _Choice],
     wanted: dict[str, str],
@@ -289,7 +297,7 @@ def _judge(
     out: Findings,
     where: str,
     text: str,
-    req: Requirement,
+    req: ParsedRequirement,
     name: str,
     pairs: dict[str, _Choice],
     wanted: dict[str, str],
@@ -489,7 +497,7 @@ def check_declared_pins(ctx: Context, out: Findings) -> None:
     Decided from the declared lines alone (no index), so ``check`` catches ``numpy<2`` next to
     ``numpy==2.2.6`` before ordering; ``check --resolve`` and ``envbuild lock`` catch the rest.
     """
-    lines: dict[str, list[tuple[RequirementLine, Requirement]]] = {}
+    lines: dict[str, list[tuple[RequirementLine, ParsedRequirement]]] = {}
     for line in ctx.requirements:
         if line.kind != "requirement":
             continue

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from envbuild.catalog import CudaWheel, PatchEntry, Release
@@ -11,6 +10,7 @@ from envbuild.plan.environment import choose_os
 from envbuild.plan.findings import Findings
 from envbuild.plan.suggest import cuda_name, cuda_wheels_for, no_cuda_wheel, releases_with, unknown_torch
 from envbuild.plan.versions import cubin_covers, version_choices, version_tuple
+from envbuild.pyreq import canonicalize_name
 
 
 def _covers_all(ctx: Context, wheel: CudaWheel) -> bool:

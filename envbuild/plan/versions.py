@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
-
-from packaging.markers import UndefinedComparison, UndefinedEnvironmentName
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.tags import Tag, compatible_tags, cpython_tags
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
-from packaging.version import Version
 
 from envbuild.errors import UsageError
 from envbuild.models import RequirementLine
+from envbuild.pyreq import (
+    InvalidRequirement,
+    ParsedRequirement,
+    canonicalize_name,
+    parse,
+    parse_wheel_filename,
+)
+
+if TYPE_CHECKING:
+    from packaging.tags import Tag
+    from packaging.version import Version
 
 DRIVER_RE = re.compile(r"^\d{3}\.\d{1,3}(\.\d{1,3})?$")
 
@@ -89,6 +95,8 @@ def image_platforms(glibc: str, machine: str = "x86_64") -> list[str]:
 
 
 def image_tags(python: str, glibc: str, machine: str = "x86_64") -> set[Tag]:
+    from packaging.tags import compatible_tags, cpython_tags  # with a wheel URL only
+
     major, minor = (int(p) for p in python.split("."))
     platforms = image_platforms(glibc, machine)
     tags = set(cpython_tags((major, minor), platforms=platforms))
@@ -105,7 +113,7 @@ def wheel_problem(url: str, python: str, glibc: str, machine: str = "x86_64") ->
     name = wheel_filename(url)
     try:
         _, _, _, tags = parse_wheel_filename(name)
-    except InvalidWheelFilename as exc:
+    except ValueError as exc:  # packaging's InvalidWheelFilename (or InvalidVersion)
         return f"{name!r} is not a valid wheel file name ({exc})"
     if tags & image_tags(python, glibc, machine):
         return None
@@ -125,54 +133,26 @@ def wheel_project(url: str) -> str | None:
     """The canonical project name in a wheel URL's file name, or None when it does not parse."""
     try:
         return canonicalize_name(parse_wheel_filename(wheel_filename(url))[0])
-    except InvalidWheelFilename:
+    except ValueError:  # InvalidWheelFilename
         return None
 
 
 def wheel_version(url: str) -> Version | None:
     try:
         return parse_wheel_filename(wheel_filename(url))[1]
-    except InvalidWheelFilename:
+    except ValueError:  # InvalidWheelFilename
         return None
 
 
-def marker_env(python: str, machine: str = "x86_64") -> dict[str, str]:
-    """PEP 508 marker variables of the image's interpreter (CPython ``python`` on Linux)."""
-    return {
-        "implementation_name": "cpython",
-        "implementation_version": f"{python}.0",
-        "os_name": "posix",
-        "platform_machine": machine,
-        "platform_python_implementation": "CPython",
-        "platform_release": "",
-        "platform_system": "Linux",
-        "platform_version": "",
-        "python_full_version": f"{python}.0",
-        "python_version": python,
-        "sys_platform": "linux",
-        "extra": "",
-    }
-
-
-def line_requirement(line: RequirementLine) -> Requirement | None:
+def line_requirement(line: RequirementLine) -> ParsedRequirement | None:
     """The PEP 508 requirement of a line the loader already checked (the one parser of requirement text
     is :func:`envbuild.profile.pep508.parse_requirement`); None for options, includes, unparsable text."""
     if line.kind != "requirement":
         return None
     try:
-        return Requirement(line.text)
+        return parse(line.text)
     except InvalidRequirement:
         return None
-
-
-def applies_on_image(req: Requirement, python: str) -> bool:
-    """False when the requirement's environment marker excludes the image (pip would skip it)."""
-    if req.marker is None:
-        return True
-    try:
-        return bool(req.marker.evaluate(marker_env(python)))
-    except (UndefinedComparison, UndefinedEnvironmentName):  # undecidable: assume it applies
-        return True
 
 
 def is_sdist_or_vcs(url: str) -> bool:

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
-
 from envbuild import lazyre
 from envbuild.profile.fields import SECRET_HINT, has_control, secret_key_reason, secret_value_reason
+from envbuild.pyreq import (
+    InvalidRequirement,
+    canonicalize_name,
+    parse,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
 from envbuild.secrets import redact
 
 ENV_VAR_RE = lazyre.compile(r"\$\{[^}$]*\}")  # "[^}$]": linear time on "${${${..."
@@ -76,7 +80,7 @@ def parse_requirement(arg: str) -> tuple[str, str]:
     if "@" not in text.split(";")[0] or SCHEME_RE.match(text):
         text = _bare_location(text)
     try:
-        req = Requirement(text)
+        req = parse(text)
     except InvalidRequirement as exc:
         raise LineError(f"not a valid requirement (PEP 508): {exc}") from None
     if req.url is not None:

@@ -39,7 +39,6 @@ unchanged from the file envbuild writes (`` #``, `` -``, a trailing ``\\``).
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Callable
 
 from envbuild import lazyre
@@ -191,6 +190,8 @@ def decode(data: bytes) -> str:
 
 
 def _split_options(options: str) -> list[tuple[str, str | None]]:
+    import shlex  # with an option only
+
     try:
         tokens = shlex.split(options)
     except ValueError as exc:
@@ -227,6 +228,8 @@ def _split_options(options: str) -> list[tuple[str, str | None]]:
 
 
 def _option_line(name: str, value: str | None, place: Place, state: _State, origin: str) -> None:
+    import shlex  # with an option only
+
     if name == "--editable":
         raise LineError(EDITABLE_MSG)
     if value is None:
