@@ -8,8 +8,9 @@ profile's packages, the catalog's ``Requires-Dist`` pins).
 
 :func:`parse` reads that plain form itself, with the grammar of PEP 508 (names, extras,
 comma-separated version specifiers, bare or in parentheses, each checked by packaging's own
-:class:`~packaging.specifiers.SpecifierSet`), and hands everything else (URLs, environment markers,
-anything malformed) to packaging's :class:`~packaging.requirements.Requirement`, imported then.
+:class:`~packaging.specifiers.SpecifierSet`; or ``name[extras] @ URL``), and hands everything else
+(environment markers, anything malformed) to packaging's :class:`~packaging.requirements.Requirement`,
+imported then.
 Both give the same name, extras, specifier and ``str()``: ``tests/test_pyreq.py`` holds the two to
 that over the requirement corpus.
 Wheel and sdist file names go to packaging too, imported on first use (:func:`parse_wheel_filename`).
@@ -43,7 +44,8 @@ __all__ = [
 _NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?"
 _NAME_RE = lazyre.compile(_NAME)
 _OPERATOR_START = ("=", "~", "!", "<", ">")
-_NOT_IN_SPECIFIERS = frozenset(";@()[]")  # a URL, a marker, nesting: packaging's to read
+_NOT_IN_SPECIFIERS = frozenset(";@()[]")
+_BLANKS = frozenset(" \t")  # a URL, a marker, nesting: packaging's to read
 _CANONICAL_RE = lazyre.compile(r"[-_.]+")
 
 
@@ -67,20 +69,20 @@ class ParsedRequirement(Protocol):
 
 
 class PlainRequirement:
-    """``name[extras]<specifiers>``: a requirement without URL or marker."""
+    """``name[extras]<specifiers>`` or ``name[extras] @ URL``: a requirement without a marker."""
 
-    __slots__ = ("extras", "name", "specifier")
-    url: None = None
+    __slots__ = ("extras", "name", "specifier", "url")
     marker: None = None
 
-    def __init__(self, name: str, extras: set[str], specifier: SpecifierSet) -> None:
+    def __init__(self, name: str, extras: set[str], specifier: SpecifierSet, url: str | None = None) -> None:
         self.name = name
         self.extras = extras
         self.specifier = specifier
+        self.url = url
 
     def __str__(self) -> str:  # as packaging's Requirement writes it
         extras = f"[{','.join(sorted(self.extras))}]" if self.extras else ""
-        return f"{self.name}{extras}{self.specifier}"
+        return f"{self.name}{extras}{self.specifier}" + (f" @ {self.url}" if self.url else "")
 
     def __repr__(self) -> str:
         return f"<PlainRequirement({str(self)!r})>"
@@ -107,6 +109,11 @@ def _plain(text: str) -> PlainRequirement | None:
                 return None
             extras = set(parts)
         rest = rest[close + 1 :].lstrip(" \t")
+    if rest.startswith("@"):  # "@ URL": packaging's URL is one run of non-blanks, then only "; marker"
+        url = rest[1:].lstrip(" \t")
+        return (
+            PlainRequirement(name, extras, SpecifierSet(), url) if url and _BLANKS.isdisjoint(url) else None
+        )
     if rest.startswith("(") and rest.endswith(")"):
         rest = rest[1:-1].strip(" \t")
     if rest and (not rest.startswith(_OPERATOR_START) or not _NOT_IN_SPECIFIERS.isdisjoint(rest)):

@@ -82,6 +82,14 @@ EDGES = [
     "numpy==1.0;python_version<'3.12'",
     "torch @ https://download.pytorch.org/whl/cu128/torch-2.7.1%2Bcu128-cp312-cp312-manylinux_2_28_x86_64.whl",
     "pkg[extra] @ git+https://github.com/o/r@v1 ; sys_platform == 'linux'",
+    "pkg[extra]@git+https://github.com/o/r@v1#egg=pkg",
+    "x @ https://h/x.whl;python_version<'3'",
+    "x @ https://h/x.whl trailing",
+    "x @ ",
+    "x @",
+    "x>=1 @ https://h/x.whl",
+    "x @ https://h/a b.whl",
+    "x @ file:///tmp/x-1.0-py3-none-any.whl  ",
     "numpy==2.2.6 # comment",
     "",
     "   ",
@@ -120,9 +128,10 @@ def test_edge_agrees_with_packaging(text: str) -> None:
 def test_corpus_agrees_with_packaging() -> None:
     assert len(CORPUS) > 300
     assert [d for d in map(_disagreement, CORPUS) if d] == []
-    # and the plain reader did the work: every line without a URL or marker is read plain
-    plain = [t for t in CORPUS if not any(c in t for c in "@;") and not isinstance(_packaging(t), str)]
-    assert len(plain) > 250
+    # and the plain reader did the work: every valid line without a marker is read plain
+    parsed = [(t, _packaging(t)) for t in CORPUS]
+    plain = [t for t, req in parsed if not isinstance(req, str) and req.marker is None]
+    assert len(plain) > 250 and any("@" in t for t in plain)
     assert [t for t in plain if not isinstance(pyreq.parse(t), pyreq.PlainRequirement)] == []
 
 
@@ -140,12 +149,12 @@ def test_plain_form_is_read_without_packaging_requirements() -> None:
     assert not loaded & {"packaging.requirements", "packaging.tags", "packaging.utils", "packaging.markers"}
 
 
-def test_marker_and_url_go_to_packaging() -> None:
+def test_a_marker_goes_to_packaging_and_a_bare_url_does_not() -> None:
     req = pyreq.parse("numpy>=1; python_version >= '3.10'")
     assert isinstance(req, Requirement) and req.marker is not None
-    assert pyreq.parse("x @ https://example.org/x-1.0-py3-none-any.whl").url == (
-        "https://example.org/x-1.0-py3-none-any.whl"
-    )
+    url = pyreq.parse("x @ https://example.org/x-1.0-py3-none-any.whl")
+    assert isinstance(url, pyreq.PlainRequirement)
+    assert url.url == "https://example.org/x-1.0-py3-none-any.whl"
 
 
 @pytest.mark.parametrize("name", ["Foo.Bar_baz", "foo--bar", "FLASH_ATTN", "a.-_b", "torch", "Torch-Scatter"])
