@@ -11,7 +11,7 @@ comma-separated version specifiers, bare or in parentheses, each checked by pack
 :class:`~packaging.specifiers.SpecifierSet`; or ``name[extras] @ URL``), and hands everything else
 (environment markers, anything malformed) to packaging's :class:`~packaging.requirements.Requirement`,
 imported then.
-Both give the same name, extras, specifier and ``str()``: ``tests/test_pyreq.py`` holds the two to
+Both give the same name, extras, specifier, URL and ``str()``: ``tests/test_pyreq.py`` holds the two to
 that over the requirement corpus.
 Wheel and sdist file names go to packaging too, imported on first use (:func:`parse_wheel_filename`).
 """
@@ -41,11 +41,10 @@ __all__ = [
     "parse_wheel_filename",
 ]
 
-_NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?"
-_NAME_RE = lazyre.compile(_NAME)
+_NAME_RE = lazyre.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
 _OPERATOR_START = ("=", "~", "!", "<", ">")
-_NOT_IN_SPECIFIERS = frozenset(";@()[]")
-_BLANKS = frozenset(" \t")  # a URL, a marker, nesting: packaging's to read
+_NOT_IN_SPECIFIERS = frozenset(";@()[]")  # a URL, a marker, nesting: packaging's to read
+_BLANKS = frozenset(" \t")
 _CANONICAL_RE = lazyre.compile(r"[-_.]+")
 
 
@@ -111,9 +110,9 @@ def _plain(text: str) -> PlainRequirement | None:
         rest = rest[close + 1 :].lstrip(" \t")
     if rest.startswith("@"):  # "@ URL": packaging's URL is one run of non-blanks, then only "; marker"
         url = rest[1:].lstrip(" \t")
-        return (
-            PlainRequirement(name, extras, SpecifierSet(), url) if url and _BLANKS.isdisjoint(url) else None
-        )
+        if not url or not _BLANKS.isdisjoint(url):
+            return None
+        return PlainRequirement(name, extras, SpecifierSet(), url)
     if rest.startswith("(") and rest.endswith(")"):
         rest = rest[1:-1].strip(" \t")
     if rest and (not rest.startswith(_OPERATOR_START) or not _NOT_IN_SPECIFIERS.isdisjoint(rest)):

@@ -358,27 +358,27 @@ class TorchRequires(Row):
         _requirements_on("triton", "triton", self.triton)
         # the markers read once, here (a cache miss), for each Python an image may have; the answers
         # travel with the row in the catalog cache, so a cold check evaluates no marker
-        self.__dict__["_on_image"] = {python: _on_image(self.triton, python) for python in _IMAGE_PYTHONS}
+        self.__dict__["_on_image"] = _on_image(self.triton, _IMAGE_PYTHONS)
 
     def triton_on_image(self, python: str) -> tuple[tuple[str, str], ...]:
         """The triton lines whose environment markers hold on the image (CPython ``python``, x86_64
         Linux), each as ``(line as packaging writes it, the requirement without its marker)``."""
         known: dict[str, tuple[tuple[str, str], ...]] = self.__dict__.get("_on_image", {})
-        return known[python] if python in known else _on_image(self.triton, python)
+        return known[python] if python in known else _on_image(self.triton, (python,))[python]
 
 
 _IMAGE_PYTHONS = tuple(f"3.{minor}" for minor in range(8, 21))
 
 
-def _on_image(lines: tuple[str, ...], python: str) -> tuple[tuple[str, str], ...]:
+def _on_image(lines: tuple[str, ...], pythons: tuple[str, ...]) -> dict[str, tuple[tuple[str, str], ...]]:
     from envbuild.pyreq import PlainRequirement, applies_on_image, parse
 
-    reqs = [parse(line) for line in lines]
-    return tuple(
-        (str(req), str(PlainRequirement(req.name, req.extras, req.specifier)))
-        for req in reqs
-        if applies_on_image(req, python)
-    )
+    reqs = [parse(line) for line in lines]  # each line parsed once, its marker evaluated per Python
+    shown = [(str(req), str(PlainRequirement(req.name, req.extras, req.specifier))) for req in reqs]
+    return {
+        python: tuple(pair for req, pair in zip(reqs, shown, strict=True) if applies_on_image(req, python))
+        for python in pythons
+    }
 
 
 _INDEX_URL = lazyre.compile(r"^https://[^\s]+\{variant\}$")
