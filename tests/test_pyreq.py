@@ -1,5 +1,5 @@
-"""envbuild.pyreq: its own reading of plain requirements agrees with packaging's, and it falls back to
-packaging for everything else (URLs, markers, malformed text), with packaging's error."""
+"""envbuild.pyreq: its own reading of plain requirements (specifiers, or ``@ URL``) agrees with packaging's,
+and it falls back to packaging for everything else (markers, malformed text), with packaging's error."""
 
 from __future__ import annotations
 
