@@ -16,9 +16,9 @@ from envbuild.pyreq import (
     parse,
     parse_wheel_filename,
 )
+from envbuild.wheelname import Tag, cpython_image_tags
 
 if TYPE_CHECKING:
-    from packaging.tags import Tag
     from packaging.version import Version
 
 DRIVER_RE = re.compile(r"^\d{3}\.\d{1,3}(\.\d{1,3})?$")
@@ -95,13 +95,9 @@ def image_platforms(glibc: str, machine: str = "x86_64") -> list[str]:
 
 
 def image_tags(python: str, glibc: str, machine: str = "x86_64") -> set[Tag]:
-    from packaging.tags import compatible_tags, cpython_tags  # with a wheel URL only
-
+    """Every wheel tag pip accepts on the image's CPython ``python`` (a standard build) and glibc."""
     major, minor = (int(p) for p in python.split("."))
-    platforms = image_platforms(glibc, machine)
-    tags = set(cpython_tags((major, minor), platforms=platforms))
-    tags |= set(compatible_tags((major, minor), interpreter=f"cp{major}{minor}", platforms=platforms))
-    return tags
+    return cpython_image_tags((major, minor), image_platforms(glibc, machine))
 
 
 def wheel_filename(url: str) -> str:
@@ -113,7 +109,7 @@ def wheel_problem(url: str, python: str, glibc: str, machine: str = "x86_64") ->
     name = wheel_filename(url)
     try:
         _, _, _, tags = parse_wheel_filename(name)
-    except ValueError as exc:  # packaging's InvalidWheelFilename (or InvalidVersion)
+    except ValueError as exc:  # wheelname.InvalidFilename
         return f"{name!r} is not a valid wheel file name ({exc})"
     if tags & image_tags(python, glibc, machine):
         return None
@@ -133,14 +129,14 @@ def wheel_project(url: str) -> str | None:
     """The canonical project name in a wheel URL's file name, or None when it does not parse."""
     try:
         return canonicalize_name(parse_wheel_filename(wheel_filename(url))[0])
-    except ValueError:  # InvalidWheelFilename
+    except ValueError:  # wheelname.InvalidFilename
         return None
 
 
 def wheel_version(url: str) -> Version | None:
     try:
         return parse_wheel_filename(wheel_filename(url))[1]
-    except ValueError:  # InvalidWheelFilename
+    except ValueError:  # wheelname.InvalidFilename
         return None
 
 

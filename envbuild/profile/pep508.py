@@ -129,7 +129,7 @@ def _bare_location(text: str) -> str:
                 name = str(parse_wheel_filename(filename)[0])
             else:
                 name = str(parse_sdist_filename(filename)[0])
-        except ValueError:  # InvalidWheelFilename, InvalidSdistFilename, InvalidVersion
+        except ValueError:  # wheelname.InvalidFilename
             raise LineError(
                 f"cannot tell the project name of {location!r}: write 'name @ URL' or add '#egg=name'"
             ) from None

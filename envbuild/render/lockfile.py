@@ -61,7 +61,7 @@ def exact_version(line: RequirementLine) -> tuple[str | None, str | None]:
         if filename.endswith(".whl"):
             try:
                 text = str(parse_wheel_filename(filename)[1])
-            except ValueError:  # InvalidWheelFilename
+            except ValueError:  # wheelname.InvalidFilename
                 return None, None
     else:
         specs = list(req.specifier)
