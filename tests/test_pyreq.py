@@ -180,9 +180,13 @@ def test_corpus_agrees_with_packaging() -> None:
 
 
 def test_plain_form_is_read_without_packaging_requirements() -> None:
-    """The point of the module: a plain requirement does not import packaging's parser or tags."""
+    """The point of the module (and of envbuild.wheelname): a plain requirement, a plain marker or a wheel
+    URL's file name and tags do not import packaging's parser, markers or tags."""
     code = (
-        "import sys; from envbuild import pyreq\n"
+        "import sys; from envbuild import pyreq, wheelname\n"
+        "p = ['manylinux_2_28_x86_64']\n"
+        "n, v, b, t = pyreq.parse_wheel_filename('torch-2.7.1+cu128-cp312-cp312-' + p[0] + '.whl')\n"
+        "assert (n, str(v)) == ('torch', '2.7.1+cu128') and t & wheelname.cpython_image_tags((3, 12), p)\n"
         "r = pyreq.parse('torchvision[x]>=0.22,<0.23'); assert str(r) == 'torchvision[x]<0.23,>=0.22', r\n"
         "r = pyreq.parse('PyYAML==6.0.2 ; python_version >= \"3.8\"')\n"
         "assert pyreq.applies_on_image(r, '3.12') and not pyreq.applies_on_image(r, '3.7')\n"
