@@ -37,7 +37,12 @@ _CANONICAL_RE = lazyre.compile(r"[-_.]+")
 
 
 class InvalidFilename(ValueError):
-    """Not a wheel (or sdist) file name; the message names the part that is wrong."""
+    """Not a wheel (or sdist) file name; :attr:`reason` says which part is wrong."""
+
+    def __init__(self, filename: str, reason: str) -> None:
+        super().__init__(f"{filename!r}: {reason}")
+        self.filename = filename
+        self.reason = reason
 
 
 class Tag(NamedTuple):
@@ -59,14 +64,14 @@ def parse_tag(text: str) -> frozenset[Tag]:
     """The tags of a (possibly compressed) tag set such as ``py2.py3-none-any``."""
     components = [component.split(".") for component in text.split("-")]
     if len(components) != 3:
-        raise InvalidFilename(f"tag {text!r} must have exactly three components")
+        raise InvalidFilename(text, "a tag must have exactly three components")
     for parts in components:
         if "" in parts:
-            raise InvalidFilename(f"tag {text!r} has an empty component: {'.'.join(parts)!r}")
+            raise InvalidFilename(text, f"the tag has an empty component: {'.'.join(parts)!r}")
     interpreters, abis, platforms = components
     for interpreter in interpreters:
         if not interpreter.isidentifier():
-            raise InvalidFilename(f"tag {text!r} has an invalid interpreter: {interpreter!r}")
+            raise InvalidFilename(text, f"the tag has an invalid interpreter: {interpreter!r}")
     return frozenset(
         Tag(interpreter.lower(), abi.lower(), platform.lower())
         for interpreter in interpreters
@@ -82,32 +87,33 @@ def parse_wheel_filename(filename: str) -> tuple[str, Version, tuple[()] | tuple
     from packaging.version import InvalidVersion, Version
 
     if not filename.endswith(".whl"):
-        raise InvalidFilename(f"{filename!r} is not a wheel: the extension must be '.whl'")
+        raise InvalidFilename(filename, "not a wheel: the extension must be '.whl'")
     stem = filename[:-4]
     dashes = stem.count("-")
     if dashes not in (4, 5):
         raise InvalidFilename(
-            f"{filename!r} has {dashes + 1} dash-separated parts; a wheel name has 5 or 6 "
-            "(name-version[-build]-python-abi-platform)"
+            filename,
+            "a wheel name has 5 or 6 dash-separated parts (name-version[-build]-python-abi-platform), "
+            f"this one {dashes + 1}",
         )
     parts = stem.split("-", dashes - 2)
     name = parts[0]
     if "__" in name or _NAME_RE.fullmatch(name) is None:
-        raise InvalidFilename(f"{filename!r}: invalid project name {name!r}")
+        raise InvalidFilename(filename, f"invalid project name {name!r}")
     try:
         version = Version(parts[1])
     except InvalidVersion:
-        raise InvalidFilename(f"{filename!r}: invalid version {parts[1]!r}") from None
+        raise InvalidFilename(filename, f"invalid version {parts[1]!r}") from None
     build: tuple[()] | tuple[int, str] = ()
     if dashes == 5:
         digits = len(parts[2]) - len(parts[2].lstrip("0123456789"))
         if not digits:
-            raise InvalidFilename(f"{filename!r}: build number {parts[2]!r} must start with a digit")
+            raise InvalidFilename(filename, f"build number {parts[2]!r} must start with a digit")
         build = (int(parts[2][:digits]), parts[2][digits:])
     try:
         tags = parse_tag(parts[-1])
     except InvalidFilename as exc:
-        raise InvalidFilename(f"{filename!r}: {exc}") from None
+        raise InvalidFilename(filename, f"tag {exc.filename!r}: {exc.reason}") from None
     return _canonical(name), version, build, tags
 
 
@@ -120,16 +126,16 @@ def parse_sdist_filename(filename: str) -> tuple[str, Version]:
             stem = filename[: -len(extension)]
             break
     else:
-        raise InvalidFilename(f"{filename!r} is not an sdist: the extension must be '.tar.gz' or '.zip'")
+        raise InvalidFilename(filename, "not an sdist: the extension must be '.tar.gz' or '.zip'")
     name, dash, version_text = stem.rpartition("-")
     if not dash:
-        raise InvalidFilename(f"{filename!r}: no '-' between the project name and the version")
+        raise InvalidFilename(filename, "no '-' between the project name and the version")
     if not name:
-        raise InvalidFilename(f"{filename!r}: the project name is empty")
+        raise InvalidFilename(filename, "the project name is empty")
     try:
         version = Version(version_text)
     except InvalidVersion:
-        raise InvalidFilename(f"{filename!r}: invalid version {version_text!r}") from None
+        raise InvalidFilename(filename, f"invalid version {version_text!r}") from None
     return _canonical(name), version
 
 

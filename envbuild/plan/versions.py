@@ -16,7 +16,7 @@ from envbuild.pyreq import (
     parse,
     parse_wheel_filename,
 )
-from envbuild.wheelname import Tag, cpython_image_tags
+from envbuild.wheelname import InvalidFilename, Tag, cpython_image_tags
 
 if TYPE_CHECKING:
     from packaging.version import Version
@@ -109,8 +109,8 @@ def wheel_problem(url: str, python: str, glibc: str, machine: str = "x86_64") ->
     name = wheel_filename(url)
     try:
         _, _, _, tags = parse_wheel_filename(name)
-    except ValueError as exc:  # wheelname.InvalidFilename
-        return f"{name!r} is not a valid wheel file name ({exc})"
+    except InvalidFilename as exc:
+        return f"{name!r} is not a valid wheel file name: {exc.reason}"
     if tags & image_tags(python, glibc, machine):
         return None
     shown = sorted(f"{t.interpreter}-{t.abi}-{t.platform}" for t in tags)
