@@ -15,7 +15,7 @@ dotted names, comparisons whose meaning changed between packaging releases, anyt
 packaging's :class:`~packaging.requirements.Requirement`, imported then.
 Both give the same name, extras, specifier, URL, marker text, marker verdict and ``str()``:
 ``tests/test_pyreq.py`` holds the two to that over the requirement corpus and generated markers.
-Wheel and sdist file names are read by :mod:`envbuild.wheelname`.
+Wheel and sdist file names, and PEP 503 names, are read by :mod:`envbuild.wheelname` (re-exported here).
 """
 
 from __future__ import annotations
@@ -24,14 +24,13 @@ from typing import TYPE_CHECKING, Protocol
 
 from packaging.specifiers import InvalidSpecifier, Specifier, SpecifierSet
 
-from envbuild import lazyre, wheelname
+from envbuild import lazyre
+from envbuild.wheelname import canonicalize_name, parse_sdist_filename, parse_wheel_filename
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from packaging.markers import Marker
-    from packaging.utils import NormalizedName
-    from packaging.version import Version
 
 __all__ = [
     "InvalidRequirement",
@@ -47,9 +46,8 @@ __all__ = [
 
 _NAME_RE = lazyre.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
 _OPERATOR_START = ("=", "~", "!", "<", ">")
-_NOT_IN_SPECIFIERS = frozenset(";@()[]")  # a URL, a marker, nesting: packaging's to read
+_NOT_IN_SPECIFIERS = frozenset("@()[]")  # a URL or nesting: packaging's to read (the marker is split off)
 _BLANKS = frozenset(" \t")
-_CANONICAL_RE = lazyre.compile(r"[-_.]+")
 
 
 class InvalidRequirement(ValueError):
@@ -338,23 +336,6 @@ def parse(text: str) -> ParsedRequirement:
         return Requirement(text)
     except PackagingInvalid as exc:
         raise InvalidRequirement(str(exc)) from None
-
-
-def canonicalize_name(name: str) -> NormalizedName:
-    """PEP 503 normalisation (``Foo.Bar_baz`` -> ``foo-bar-baz``), as ``packaging.utils`` does it."""
-    return _CANONICAL_RE.sub("-", name).lower()  # type: ignore[return-value]
-
-
-def parse_wheel_filename(
-    filename: str,
-) -> tuple[str, Version, tuple[()] | tuple[int, str], frozenset[wheelname.Tag]]:
-    """``(canonical name, version, build tag, tags)``; :class:`wheelname.InvalidFilename` (a ValueError)."""
-    return wheelname.parse_wheel_filename(filename)
-
-
-def parse_sdist_filename(filename: str) -> tuple[str, Version]:
-    """``(canonical name, version)``; :class:`wheelname.InvalidFilename` (a ValueError)."""
-    return wheelname.parse_sdist_filename(filename)
 
 
 def marker_env(python: str, machine: str = "x86_64") -> dict[str, str]:

@@ -21,11 +21,13 @@ from envbuild import lazyre
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
+    from packaging.utils import NormalizedName
     from packaging.version import Version
 
 __all__ = [
     "InvalidFilename",
     "Tag",
+    "canonicalize_name",
     "cpython_image_tags",
     "parse_sdist_filename",
     "parse_tag",
@@ -56,8 +58,9 @@ class Tag(NamedTuple):
         return f"{self.interpreter}-{self.abi}-{self.platform}"
 
 
-def _canonical(name: str) -> str:
-    return _CANONICAL_RE.sub("-", name).lower()
+def canonicalize_name(name: str) -> NormalizedName:
+    """PEP 503 normalisation (``Foo.Bar_baz`` -> ``foo-bar-baz``), as ``packaging.utils`` does it."""
+    return _CANONICAL_RE.sub("-", name).lower()  # type: ignore[return-value]
 
 
 def parse_tag(text: str) -> frozenset[Tag]:
@@ -80,7 +83,9 @@ def parse_tag(text: str) -> frozenset[Tag]:
     )
 
 
-def parse_wheel_filename(filename: str) -> tuple[str, Version, tuple[()] | tuple[int, str], frozenset[Tag]]:
+def parse_wheel_filename(
+    filename: str,
+) -> tuple[NormalizedName, Version, tuple[()] | tuple[int, str], frozenset[Tag]]:
     """``(canonical name, version, build tag, tags)`` of a wheel file name, as packaging reads it.
 
     The build tag is ``()`` or ``(leading number, rest)``.  Raises :class:`InvalidFilename`."""
@@ -114,10 +119,10 @@ def parse_wheel_filename(filename: str) -> tuple[str, Version, tuple[()] | tuple
         tags = parse_tag(parts[-1])
     except InvalidFilename as exc:
         raise InvalidFilename(filename, f"tag {exc.filename!r}: {exc.reason}") from None
-    return _canonical(name), version, build, tags
+    return canonicalize_name(name), version, build, tags
 
 
-def parse_sdist_filename(filename: str) -> tuple[str, Version]:
+def parse_sdist_filename(filename: str) -> tuple[NormalizedName, Version]:
     """``(canonical name, version)`` of an sdist file name (``.tar.gz``, ``.zip``), as packaging reads it."""
     from packaging.version import InvalidVersion, Version
 
@@ -136,7 +141,7 @@ def parse_sdist_filename(filename: str) -> tuple[str, Version]:
         version = Version(version_text)
     except InvalidVersion:
         raise InvalidFilename(filename, f"invalid version {version_text!r}") from None
-    return _canonical(name), version
+    return canonicalize_name(name), version
 
 
 def _interpreter_range(major: int, minor: int) -> Iterator[str]:

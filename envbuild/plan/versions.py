@@ -129,14 +129,14 @@ def wheel_project(url: str) -> str | None:
     """The canonical project name in a wheel URL's file name, or None when it does not parse."""
     try:
         return canonicalize_name(parse_wheel_filename(wheel_filename(url))[0])
-    except ValueError:  # wheelname.InvalidFilename
+    except InvalidFilename:
         return None
 
 
 def wheel_version(url: str) -> Version | None:
     try:
         return parse_wheel_filename(wheel_filename(url))[1]
-    except ValueError:  # wheelname.InvalidFilename
+    except InvalidFilename:
         return None
 
 

@@ -19,6 +19,7 @@ from envbuild.pyreq import (
     parse_wheel_filename,
 )
 from envbuild.secrets import redact
+from envbuild.wheelname import InvalidFilename
 
 ENV_VAR_RE = lazyre.compile(r"\$\{[^}$]*\}")  # "[^}$]": linear time on "${${${..."
 SCHEME_RE = lazyre.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://")
@@ -129,7 +130,7 @@ def _bare_location(text: str) -> str:
                 name = str(parse_wheel_filename(filename)[0])
             else:
                 name = str(parse_sdist_filename(filename)[0])
-        except ValueError:  # wheelname.InvalidFilename
+        except InvalidFilename:
             raise LineError(
                 f"cannot tell the project name of {location!r}: write 'name @ URL' or add '#egg=name'"
             ) from None
