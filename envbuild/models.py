@@ -404,6 +404,27 @@ class Lock(Record):
     distributions: tuple[LockedDistribution, ...] = ()
 
 
+INPUTS_FORMAT: Final = "envbuild.inputs/1"
+INPUTS_FILE = "envbuild.inputs.json"
+
+
+class BundleInputs(Record):
+    """What a bundle was rendered from (``envbuild.inputs.json``), so that ``envbuild lock`` can derive
+    the plan again from the resolved set, and a re-render can tell whether anything changed.
+
+    No path of the rendering machine is stored: the profile's ``folder`` is dropped and its ``path`` is
+    the one the regenerate command names; its app files and constraint copies are in the bundle."""
+
+    format: Literal["envbuild.inputs/1"] = INPUTS_FORMAT
+    profile: Profile  # the loaded profile (its requirement lines parsed, ``folder`` None)
+    targets: tuple[str, ...] | None = None  # --target ids given to render (None: the profile's own)
+    days: int | None = None
+    prices: tuple[LotPrice, ...] = ()  # the lot prices in force for the targets (built-in, then --prices)
+    apt_recorded: tuple[tuple[str, str], ...] = ()  # render --apt-from RECORD
+    command: str  # the regenerate command recorded in the bundle
+    bake: bool = False  # docker-bake.hcl written too
+
+
 def read_lock(path: Path) -> Lock:
     """Read and validate a lock file; raise :class:`envbuild.errors.LockError` on any problem."""
     from envbuild.errors import LockError

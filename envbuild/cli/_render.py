@@ -110,7 +110,9 @@ def render_command(
     out_text = out if out is not None else str(default_out(result.plan))
     command = regenerate_command(profile_ref, targets, force, days, prices, bake, apt_from)
     relock = was_resolved(Path(out_text))
-    path = render_bundle(result, Path(out_text), command=command, force=force, bake=bake)
+    path = render_bundle(
+        result, Path(out_text), command=command, force=force, bake=bake, targets=tuple(targets) or None
+    )
     if not result.ok:
         echo("envbuild: warning: rendered despite error findings (--force)", err=True)
     if relock:

@@ -52,7 +52,7 @@ def resolve_source(ref: str, targets: tuple[str, ...]) -> tuple[Path, CheckResul
 
     profile = load_profile(ref)
     result = check(profile, targets=list(targets) or None)
-    files, executable = render_files(result, render_command(result, targets))
+    files, executable = render_files(result, render_command(result, targets), targets=targets or None)
     ids = "-".join(card.id for card in result.plan.targets) or "none"
     digest = bundle_digest(files, executable)
     return cache_root() / f"{profile.name}-{slug(ids)}-{digest[:16]}", result
@@ -63,4 +63,6 @@ def render_cached(bundle: Path, result: CheckResult, targets: tuple[str, ...], f
     from envbuild.render import render_bundle
 
     if not (bundle / "envbuild.lock.json").is_file():
-        render_bundle(result, bundle, command=render_command(result, targets), force=force)
+        render_bundle(
+            result, bundle, command=render_command(result, targets), force=force, targets=targets or None
+        )

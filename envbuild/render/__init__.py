@@ -12,11 +12,12 @@ import os
 from pathlib import Path
 
 from envbuild.errors import IncompatibleError
-from envbuild.models import CheckResult, Plan
+from envbuild.models import INPUTS_FILE, CheckResult, Plan
 from envbuild.profile.appdir import collect_app
 from envbuild.render.bundle import KEEP_DIRS, app_source, was_resolved, write_tree
 from envbuild.render.constraints import collect_constraints
 from envbuild.render.env import render_template
+from envbuild.render.inputs import inputs_json, inputs_of
 from envbuild.render.lockfile import lock_json, make_lock
 from envbuild.render.readme import render_readme
 from envbuild.render.requirements import render_requirements
@@ -56,11 +57,12 @@ def render_dockerfile(plan: Plan, command: str = "envbuild render") -> str:
 
 
 def render_files(
-    result: CheckResult, command: str, *, bake: bool = False
+    result: CheckResult, command: str, *, bake: bool = False, targets: tuple[str, ...] | None = None
 ) -> tuple[dict[str, bytes], frozenset[str]]:
     """Every file of the bundle, in memory: (relative path -> bytes, executable paths).
 
-    ``bake`` adds ``docker-bake.hcl`` (:mod:`envbuild.render.bake`)."""
+    ``bake`` adds ``docker-bake.hcl`` (:mod:`envbuild.render.bake`); ``targets`` are the ``--target``
+    ids the plan was checked with (None: the profile's own), recorded in ``envbuild.inputs.json``."""
     plan = result.plan
     constraints = collect_constraints(plan)
     files: dict[str, str] = {
@@ -69,6 +71,7 @@ def render_files(
         "README.md": render_readme(result, command),
         "requirements-rebuild.txt": render_requirements(plan, command, constraints),
         "envbuild.lock.json": lock_json(make_lock(plan)),
+        INPUTS_FILE: inputs_json(inputs_of(plan, command, targets=targets, bake=bake)),
     }
     if bake:
         from envbuild.render.bake import render_bake
@@ -90,7 +93,13 @@ def render_files(
 
 
 def render_bundle(
-    result: CheckResult, out: Path, *, command: str, force: bool = False, bake: bool = False
+    result: CheckResult,
+    out: Path,
+    *,
+    command: str,
+    force: bool = False,
+    bake: bool = False,
+    targets: tuple[str, ...] | None = None,
 ) -> Path:
     """Write the bundle for ``result`` to ``out`` atomically and return its absolute path.
 
@@ -110,5 +119,5 @@ def render_bundle(
             f"profile {result.plan.profile.name}: {len(errors)} error finding(s); nothing written "
             "(use --force to render anyway):\n" + "\n".join(lines)
         )
-    files, executable = render_files(result, command, bake=bake)
+    files, executable = render_files(result, command, bake=bake, targets=targets)
     return write_tree(files, Path(out), executable, force=force)
