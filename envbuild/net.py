@@ -36,12 +36,43 @@ def ssl_context() -> ssl.SSLContext:
 
 
 def redact_url(url: str) -> str:
-    """``url`` without user info (``https://user:pass@host/x`` -> ``https://***@host/x``)."""
+    """``url`` without user info (``https://user:pass@host/x`` -> ``https://***@host/x``) and without the
+    value of a secret query parameter (``?token=abc`` -> ``?token=***``, :mod:`envbuild.secrets`'s rule).
+    ``${VAR}`` references (a lock's credentials, envbuild/lockurls.py) are not secrets and stay."""
+    parts = urlsplit(url)
+    if "@" in parts.netloc:
+        host = parts.netloc.rsplit("@", 1)[1]
+        info = parts.netloc.rsplit("@", 1)[0]
+        from envbuild.secrets import is_secret_value
+
+        if is_secret_value(f"{parts.scheme}://{info}@{host}"):
+            parts = parts._replace(netloc=f"***@{host}")
+    if parts.query and "=" in parts.query:
+        from envbuild.secrets import is_secret_value, name_reason
+
+        pairs = [pair.partition("=") for pair in parts.query.split("&")]
+        hidden = [
+            (k, eq, "***" if v and (name_reason(k) or is_secret_value(v)) and not v.startswith("${") else v)
+            for k, eq, v in pairs
+        ]
+        parts = parts._replace(query="&".join(k + eq + v for k, eq, v in hidden))
+    return urlunsplit(parts)
+
+
+def basic_auth(url: str) -> tuple[str, str | None]:
+    """(``url`` without its user info, the ``Authorization`` header value it carried, or None).
+
+    pip sends ``https://user:password@host/...`` as HTTP basic authentication; so does :func:`open_url`.
+    """
     parts = urlsplit(url)
     if "@" not in parts.netloc:
-        return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit(parts._replace(netloc=f"***@{host}"))
+        return url, None
+    import base64
+
+    info, host = parts.netloc.rsplit("@", 1)
+    user, _, password = info.partition(":")
+    token = base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode()
+    return urlunsplit(parts._replace(netloc=host)), f"Basic {token}"
 
 
 def open_url(url: str, *, accept: str | None = None, timeout: float = TIMEOUT_S) -> BinaryIO:
@@ -54,6 +85,12 @@ def open_url(url: str, *, accept: str | None = None, timeout: float = TIMEOUT_S)
     headers = {"User-Agent": USER_AGENT}
     if accept:
         headers["Accept"] = accept
+    if parts.username is not None:  # user info in the URL (a private index): sent as HTTP basic auth
+        import base64
+
+        user_pass = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+        headers["Authorization"] = "Basic " + base64.b64encode(user_pass.encode()).decode()
+        url = urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
     request = urllib.request.Request(url, headers=headers)
     handlers: list[urllib.request.BaseHandler] = [
         urllib.request.ProxyHandler(),

@@ -15,7 +15,7 @@ from envbuild.cli import cli, handle_errors
 from envbuild.cli._lock import index_options, links
 from envbuild.cli.args import argument, echo, integer, option, path_type
 from envbuild.errors import EXIT_FINDINGS, EXIT_OK
-from envbuild.models import CheckResult, Finding
+from envbuild.models import CheckResult, Plan
 from envbuild.typed import to_data
 
 
@@ -64,6 +64,16 @@ def order_summary(result: CheckResult) -> list[str]:
 SEVERITY_STYLE = {"error": ("bold", "red"), "warning": ("yellow",), "info": ("cyan",)}
 
 
+def _torch_row(plan: Plan) -> str:
+    """``2.14.1+cu130`` (a variant index's local tag) or ``2.15.0 (cu132 build)`` (an index's default)."""
+    if not plan.torch_version:
+        return "-"
+    pin = next((p for p in plan.pins if p.name == "torch"), None)
+    if pin is not None and pin.local:
+        return pin.spec.removeprefix("torch==")
+    return f"{plan.torch_version} ({plan.torch_variant} build)" if plan.torch_variant else plan.torch_version
+
+
 def _print_human(result: CheckResult, *, verbose: bool = False) -> None:
     from envbuild.cli._text import Text
 
@@ -82,7 +92,7 @@ def _print_human(result: CheckResult, *, verbose: bool = False) -> None:
         ("base image", f"{plan.base_image} [{plan.base_flavor}]"),
         ("os / python", f"{plan.os_name} / Python {plan.python_version} ({plan.python_provision})"),
         ("backend", f"{plan.backend} {plan.accelerator_version or ''}".strip()),
-        ("torch", f"{plan.torch_version}+{plan.torch_variant}" if plan.torch_version else "-"),
+        ("torch", _torch_row(plan)),
         ("pins", " ".join(p.spec for p in plan.pins) or "-"),
         ("index", " ".join(i.url for i in plan.index_urls)),
         ("arch list", " ".join(plan.torch_arch_list) or "-"),
@@ -146,27 +156,18 @@ def check_cmd(
 
     if (index_urls or find_links) and not resolve:
         raise UsageError("--index-url and --find-links apply only with --resolve")
-    result = check(load_profile(profile), targets=targets or None, driver=driver)
-    result = with_order(result, days=days, price_file=prices)
-    if resolve:
-        from envbuild.lock import resolve_plan
+    loaded = load_profile(profile)
 
-        resolved = resolve_plan(result.plan, index_urls=index_urls, find_links=links(find_links))
-        found = list(resolved.findings)
-        if resolved.ok:
-            found.append(
-                Finding(
-                    severity="info",
-                    code="I-RESOLVED",
-                    message=(
-                        f"{len(resolved.distributions)} distributions resolve for "
-                        f"{resolved.resolution.platform} (CPython {resolved.resolution.python_version}) "
-                        f"with {resolved.resolution.resolver}"
-                    ),
-                )
-            )
-        kept = tuple(f for f in result.findings if f.code != "I-NOT-RESOLVED")
-        result = CheckResult(plan=result.plan, findings=(*kept, *found))
+    def plan(**kwargs: Any) -> CheckResult:
+        checked = check(loaded, targets=targets or None, driver=driver, **kwargs)
+        return with_order(checked, days=days, price_file=prices)
+
+    if resolve:
+        from envbuild.lock.replan import resolve_and_replan
+
+        result = resolve_and_replan(plan, index_urls=index_urls, find_links=links(find_links)).result
+    else:
+        result = plan()
     if as_json:
         import json
 

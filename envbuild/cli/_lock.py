@@ -12,6 +12,7 @@ from pathlib import Path
 from envbuild.cli import F, cli, handle_errors
 from envbuild.cli.args import argument, echo, option, path_type
 from envbuild.errors import EXIT_FINDINGS
+from envbuild.models import Plan
 from envbuild.typed import to_data
 
 INDEX_HELP = "Resolve against this index instead of the bundle's (repeatable; the first is primary)."
@@ -65,27 +66,47 @@ def lock_command(
     resolved = outcome.resolved
     if as_json:
         payload = {
-            "ok": resolved.ok,
-            "findings": to_data(resolved.findings),
-            "resolution": to_data(resolved.resolution),
-            "distributions": to_data(resolved.distributions),
+            "ok": outcome.lock is not None,
+            "findings": to_data(outcome.findings),
+            "plan_changes": list(outcome.changed),
+            "plan": _plan_summary(outcome.plan) if outcome.plan is not None else None,
+            "resolution": to_data(resolved.resolution) if resolved is not None else None,
+            "distributions": to_data(resolved.distributions) if resolved is not None else [],
         }
         import json
 
         echo(json.dumps(payload, indent=2, sort_keys=True))
     else:
-        for finding in resolved.findings:
+        for finding in outcome.findings:
             echo(f"{finding.severity}: {finding.code}: {finding.message}", err=finding.severity == "error")
-        if outcome.lock is not None:
+        if outcome.lock is not None and resolved is not None:
             for dist in resolved.distributions:
                 via = ", ".join([*dist.declared_by, *dist.required_by])
                 echo(f"  {dist.spec:40} {via}")
+            plan = outcome.plan
+            if plan is not None:
+                accel = f"{plan.backend} {plan.accelerator_version or ''}".rstrip()
+                echo(f"plan: base image {plan.base_image}; {accel}; min driver {plan.min_driver or '-'}")
+            follows = ", Dockerfile, README.md" if outcome.plan is not None else ""
             echo(
                 f"locked {len(resolved.distributions)} distributions in {outcome.seconds:.1f} s "
                 f"({resolved.resolution.resolver}, {resolved.resolution.platform}): "
-                f"{bundle / 'requirements-rebuild.txt'}, {bundle / 'envbuild.lock.json'}"
+                f"{bundle / 'requirements-rebuild.txt'}, {bundle / 'envbuild.lock.json'}{follows}"
             )
     if outcome.lock is None:
         if not as_json:
-            echo("envbuild: error: the requirements do not resolve; nothing written", err=True)
+            echo("envbuild: error: the bundle does not lock; nothing written", err=True)
         sys.exit(EXIT_FINDINGS)
+
+
+def _plan_summary(plan: Plan) -> dict[str, object]:
+    """The plan fields that resolution decides (the whole plan is in the lock)."""
+    return {
+        "backend": plan.backend,
+        "accelerator_version": plan.accelerator_version,
+        "torch_version": plan.torch_version,
+        "torch_variant": plan.torch_variant,
+        "base_image": plan.base_image,
+        "min_driver": plan.min_driver,
+        "torch_arch_list": list(plan.torch_arch_list),
+    }

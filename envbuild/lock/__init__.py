@@ -4,8 +4,10 @@ The stage between render and build::
 
     render (declared requirements)  ->  lock (every distribution, its target files, sha256)  ->  fetch/build
 
-Public API: :func:`lock_bundle` (resolve and rewrite the bundle's requirements-rebuild.txt and
-envbuild.lock.json), :func:`resolve_plan` (the same resolution before ordering, writing nothing).
+Public API: :func:`lock_bundle` (resolve, derive the plan again from the resolved set, and rewrite the
+bundle's requirements-rebuild.txt, envbuild.lock.json and the files that follow the plan),
+:func:`resolve_plan` (a plan's resolution as declared, writing nothing; ``check --resolve`` uses
+:func:`envbuild.lock.replan.resolve_and_replan`).
 Nothing here imports torch or docker.
 """
 
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envbuild.lock.resolve import Resolved, ResolveError, resolve
-from envbuild.models import Lock, Plan
+from envbuild.models import BundleInputs, CheckResult, Finding, Lock, Plan
 
 __all__ = ["LockOutcome", "ResolveError", "Resolved", "lock_bundle", "resolve_plan"]
 
@@ -25,9 +27,28 @@ __all__ = ["LockOutcome", "ResolveError", "Resolved", "lock_bundle", "resolve_pl
 @dataclass(frozen=True)
 class LockOutcome:
     bundle: Path
-    resolved: Resolved
-    lock: Lock | None  # the lock written; None when the resolution had errors (nothing written)
+    resolved: Resolved | None  # None when the plan could not be resolved (see findings)
+    lock: Lock | None  # the lock written; None when a finding is an error (nothing written)
     seconds: float
+    findings: tuple[Finding, ...] = ()  # the re-derived plan's and the resolution's
+    plan: Plan | None = None  # the plan derived from the resolved set (None: the bundle has no inputs)
+    changed: tuple[str, ...] = ()  # what resolution changed in the plan ("base image: A -> B")
+
+
+def _bundle_files(result: CheckResult, inputs: BundleInputs) -> dict[str, bytes]:
+    """The files of the bundle that follow the plan (besides the lock and requirements-rebuild.txt)."""
+    from envbuild.render import render_dockerfile
+    from envbuild.render.readme import render_readme
+
+    files = {
+        "Dockerfile": render_dockerfile(result.plan, inputs.command),
+        "README.md": render_readme(result, inputs.command),
+    }
+    if inputs.bake:
+        from envbuild.render.bake import render_bake
+
+        files["docker-bake.hcl"] = render_bake(result, inputs.command)
+    return {name: text.encode("utf-8") for name, text in files.items()}
 
 
 def lock_bundle(
@@ -37,18 +58,56 @@ def lock_bundle(
     find_links: Iterable[str] = (),
     say: Callable[[str], None] = lambda _: None,
 ) -> LockOutcome:
-    """Resolve ``bundle`` and, when every finding allows it, rewrite its requirements and lock."""
+    """Resolve ``bundle``, derive its plan again from the resolved set and, when no finding is an error,
+    rewrite every file that depends on it (requirements-rebuild.txt, envbuild.lock.json, Dockerfile,
+    README.md, docker-bake.hcl), the lock last."""
     from envbuild.image.context import check_bundle
+    from envbuild.lock.replan import plan_changes, resolve_and_replan
     from envbuild.lock.write import write_locked
+    from envbuild.render.inputs import check_inputs, read_inputs
+    from envbuild.render.lockfile import make_lock
 
     started = time.monotonic()
     lock = check_bundle(bundle)
     say(f"resolving {bundle} for CPython {lock.python_version} on {lock.os}")
-    resolved = resolve(lock, bundle=bundle, index_urls=index_urls, find_links=find_links)
-    if not resolved.ok:
-        return LockOutcome(bundle, resolved, None, time.monotonic() - started)
-    written = write_locked(bundle, lock, resolved)
-    return LockOutcome(bundle, resolved, written, time.monotonic() - started)
+    inputs = read_inputs(bundle)
+    if inputs is None:  # rendered before envbuild.inputs.json: resolve as declared, the plan as rendered
+        resolved = resolve(lock, bundle=bundle, index_urls=index_urls, find_links=find_links)
+        note = Finding(
+            severity="warning",
+            code="W-PLAN-NOT-REDERIVED",
+            message=(
+                "the bundle has no envbuild.inputs.json (rendered by an older envbuild), so its plan (CUDA, "
+                "base image, driver) was not derived again from the resolved set; render it again, then lock"
+            ),
+        )
+        findings = (*resolved.findings, note)
+        written = write_locked(bundle, lock, resolved) if resolved.ok else None
+        return LockOutcome(bundle, resolved, written, time.monotonic() - started, findings)
+    replanned = resolve_and_replan(
+        lambda **kw: check_inputs(inputs, **kw),
+        bundle=bundle,
+        index_urls=index_urls,
+        find_links=find_links,
+        constraint_files=lock.constraint_files,
+    )
+    result = replanned.result
+    changed = tuple(plan_changes(replanned.before.plan, result.plan))
+    if not replanned.ok or replanned.resolved is None:
+        return LockOutcome(
+            bundle,
+            replanned.resolved,
+            None,
+            time.monotonic() - started,
+            result.findings,
+            result.plan,
+            changed,
+        )
+    new_lock = make_lock(result.plan, constraint_files=lock.constraint_files)
+    written = write_locked(bundle, new_lock, replanned.resolved, extra=_bundle_files(result, inputs))
+    return LockOutcome(
+        bundle, replanned.resolved, written, time.monotonic() - started, result.findings, result.plan, changed
+    )
 
 
 def resolve_plan(plan: Plan, *, index_urls: Iterable[str] = (), find_links: Iterable[str] = ()) -> Resolved:

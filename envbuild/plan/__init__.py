@@ -43,6 +43,7 @@ from envbuild.plan import abi, environment, hardware, packages, resolve
 from envbuild.plan.blender import check_blender
 from envbuild.plan.context import Context, setting
 from envbuild.plan.findings import Findings
+from envbuild.plan.resolved import ResolvedTorch, ServedTorch
 from envbuild.plan.runtime_pins import check_nvidia_pins
 from envbuild.plan.versions import validate_driver
 from envbuild.typed import replace
@@ -80,8 +81,23 @@ def _without_foreign_version(profile: Profile, catalog: Catalog, out: Findings) 
     return replace(profile, accelerator=replace(acc, version=None))
 
 
-def check(profile: Profile, targets: Sequence[str] | None = None, driver: str | None = None) -> CheckResult:
-    """Resolve and check ``profile`` for ``targets`` (card ids) and an optional NVIDIA ``driver``."""
+def check(
+    profile: Profile,
+    targets: Sequence[str] | None = None,
+    driver: str | None = None,
+    *,
+    served: ServedTorch | None = None,
+    resolved: ResolvedTorch | None = None,
+    strict_torch: bool = True,
+) -> CheckResult:
+    """Resolve and check ``profile`` for ``targets`` (card ids) and an optional NVIDIA ``driver``.
+
+    After resolution (``envbuild check --resolve``, ``envbuild lock``; :mod:`envbuild.lock.replan`),
+    ``served`` says which torch builds the indexes serve (pins follow it: a local tag or the default
+    build) and ``resolved`` is the torch the resolved set installs, which then decides the torch
+    version, its CUDA/ROCm build, the base image and the driver floor.  ``strict_torch=False`` turns an
+    unknown ``torch.version`` into E-TORCH-UNKNOWN instead of a usage error (before the index is asked).
+    """
     catalog = load_catalog()
     if driver is not None:
         validate_driver(driver)
@@ -109,6 +125,7 @@ def check(profile: Profile, targets: Sequence[str] | None = None, driver: str | 
     profile = _without_foreign_version(profile, catalog, out)
     ctx = Context(catalog=catalog, profile=profile, cards=cards, os=os_entry, driver=driver)
     ctx.cli_targets = bool(targets)
+    ctx.served, ctx.resolved, ctx.strict_torch = served, resolved, strict_torch
     resolve.resolve_torch(ctx, out)
     if ctx.patch is None:
         resolve.resolve_toolkit_without_torch(ctx, out)
@@ -130,6 +147,7 @@ def check(profile: Profile, targets: Sequence[str] | None = None, driver: str | 
     apt_sources, apt_snapshot_url = environment.apt_snapshot(ctx, out, flavor, provision)
     blender_version, blender_url, blender_sha = check_blender(ctx, out)
     packages.note_unresolved(ctx, out)
+    hardware.note_provisional_driver(ctx, out)
     if catalog.overlay is not None:  # the user's overlay (envbuild catalog refresh): its age, its rows
         from envbuild.catalog.overlay import findings as overlay_findings
 
@@ -161,8 +179,8 @@ def check(profile: Profile, targets: Sequence[str] | None = None, driver: str | 
         python_provision=provision,
         backend=profile.accelerator.backend,
         accelerator_version=acc_version,
-        torch_variant=ctx.variant if ctx.patch is not None else None,
-        torch_version=ctx.patch.version if ctx.patch is not None else None,
+        torch_variant=ctx.variant if ctx.patch is not None or ctx.uncataloged else None,
+        torch_version=ctx.patch.version if ctx.patch is not None else ctx.uncataloged,
         index_urls=packages.index_urls(ctx),
         pins=tuple(ctx.pins),
         requirements=tuple(ctx.requirements),

@@ -16,6 +16,7 @@ from envbuild.catalog import (
     RocmWheel,
 )
 from envbuild.models import Pin, Profile, RequirementLine
+from envbuild.plan.resolved import ResolvedTorch, ServedTorch
 from envbuild.typed import Record, field
 
 
@@ -106,6 +107,13 @@ class Context(Record, frozen=False, kw_only=False):
     requirements: list[RequirementLine] = field(default_factory=list)
     apt: set[str] = field(default_factory=set)
     cli_targets: bool = False  # --target replaced accelerator.targets
+    # From resolution (envbuild.plan.resolved): the torch builds the indexes serve, and the torch the
+    # resolved set installs; None before resolution.
+    served: ServedTorch | None = None
+    resolved: ResolvedTorch | None = None
+    default_build: bool = False  # pins carry no local tag: the index serves this variant as its default
+    uncataloged: str | None = None  # a torch the catalog lacks, served by an index or installed
+    strict_torch: bool = True  # an unknown torch.version is a usage error (False: a finding)
 
     @property
     def backend(self) -> str:
@@ -134,5 +142,7 @@ class Context(Record, frozen=False, kw_only=False):
     @property
     def torch_label(self) -> str:
         if self.patch is None:
-            return "torch"
+            return f"torch {self.uncataloged}" if self.uncataloged else "torch"
+        if self.default_build and self.variant:  # pinned without a local tag: say which build it is
+            return f"torch {self.patch.version} ({self.variant} build)"
         return f"torch {self.patch.version}" + (f"+{self.variant}" if self.variant else "")

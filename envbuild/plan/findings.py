@@ -40,6 +40,11 @@ CODES: dict[str, str] = {
     "E-ROCM-TOO-OLD": "the ROCm version is older than the card needs",
     "E-TOOLKIT-TOO-OLD": "the CUDA toolkit is older than the card needs",
     "E-TORCH-UNKNOWN": "the torch release is not in the catalog",
+    "E-RESOLVED-TORCH": "torch.version differs from the torch the resolved set installs",
+    "E-RESOLVED-CUDA": "accelerator.version differs from the CUDA build the resolved set installs",
+    "E-RESOLVED-ROCM": "accelerator.version differs from the ROCm build the resolved set installs",
+    "E-RESOLVED-BUILD": "the resolved torch is a build of another backend (CPU or the other vendor)",
+    "E-VARIANT-NOT-SERVED": "the indexes asked do not serve the torch build the plan needs",
     "E-VARIANT-UNAVAILABLE": "no wheel variant for the requested CUDA/ROCm version",
     "E-VENDOR-MISMATCH": "the backend does not match the card's vendor",
     "E-WHEEL-NAME": "a direct wheel URL's project differs from the requirement's name",
@@ -72,6 +77,10 @@ CODES: dict[str, str] = {
     "W-TORCH-LOCAL": "torch.version carries a local tag that envbuild ignores",
     "W-TORCH-UNCONFIRMED": "the torch release's wheels are not confirmed in a source",
     "W-TORCH-UNDECLARED": "a user requirement installs torch without a declared release",
+    "W-TORCH-UNCATALOGED": "the torch an index serves or the resolved set installs is not in the catalog",
+    "W-RESOLVED-GPU-BUILD": "a CPU plan resolves a CUDA/ROCm build of torch (gigabytes of GPU libraries)",
+    "W-ARCH-UNKNOWN": "the catalog records no arch list for the resolved torch build",
+    "W-DRIVER-PROVISIONAL": "torch is not declared: the driver floor holds only until resolution",
     "W-TRITON-ARCH": "Triton in this torch release does not support the card's arch",
     "W-USER-INDEX-URL": "a user --index-url would replace the torch variant index",
     "W-VERSION-IGNORED": "accelerator.version is ignored for the cpu backend",
@@ -98,6 +107,9 @@ CODES: dict[str, str] = {
     "I-TORCH-DEFAULT": "kind pytorch without torch.version: the newest release the catalog has confirmed",
     "I-TORCH-PATCH": "a torch series resolved to its newest patch",
     "I-VARIANT-DERIVED": "the CUDA/ROCm version was derived (no accelerator.version)",
+    "I-VARIANT-RESOLVED": "the CUDA version follows the torch build the resolved set installs",
+    "I-VARIANT-INDEX": "the CUDA version follows the default build the index serves",
+    "I-INDEX-DEFAULT-BUILD": "torch is pinned without a local tag: the index serves the needed build as default",
 }
 
 

@@ -416,3 +416,19 @@ def check_memory_and_lots(ctx: Context, out: Findings) -> None:
                 f"gpus = {lots * per_lot}, or accept the idle {unit})",
                 source=cite((card.id, card)),
             )
+
+
+def note_provisional_driver(ctx: Context, out: Findings) -> None:
+    """Before resolution, a driver floor for a plan that does not pin torch is provisional: a bare line or
+    a dependency's pin may bring a torch built for a newer CUDA (``check --resolve`` decides)."""
+    if ctx.served is not None or ctx.resolved is not None or ctx.patch is not None or ctx.uncataloged:
+        return
+    floor = min_driver(ctx)
+    if floor is None or not any(line.kind == "requirement" for line in ctx.profile.python.lines):
+        return
+    out.warning(
+        "W-DRIVER-PROVISIONAL",
+        f"driver >= {floor} is provisional: torch is not declared ([torch] version), so a requirement or a "
+        "dependency's pin may install a torch built for a newer CUDA, which needs a newer driver; "
+        "`envbuild check --resolve` derives the plan from what will be installed",
+    )

@@ -41,6 +41,11 @@ class _Choice(Record, kw_only=False):
     declared: bool  # compatible by declaration only (no release pins this torch exactly)
 
 
+def _local(ctx: Context) -> str | None:
+    """The torch-family pins' local tag: the variant, unless the index serves it as its default build."""
+    return None if ctx.default_build else ctx.variant
+
+
 def _release_rows(ctx: Context, name: str) -> dict[str, CompanionRelease]:
     return {r.version: r for r in ctx.catalog.torch.companion if r.name == name}
 
@@ -101,19 +106,19 @@ def _choose(ctx: Context, name: str) -> _Choice | None:
         if paired is None:
             return None
         src = f"catalog: {ctx.patch.source} [{ctx.patch.tier}]"
-        return _Choice(paired, ctx.variant, f"the catalog pairs {name} {paired}", src, False)
+        return _Choice(paired, _local(ctx), f"the catalog pairs {name} {paired}", src, False)
     torch = _torch_version(ctx)
     fits = sorted(
         (r for r in rows.values() if _allows(r.requires_torch, torch)), key=lambda r: Version(r.version)
     )
     exact = [r for r in fits if _pins_exactly(r.requires_torch, torch)]
     if exact:
-        return _Choice(exact[-1].version, ctx.variant, _quote(exact[-1]), _src(exact[-1]), False)
+        return _Choice(exact[-1].version, _local(ctx), _quote(exact[-1]), _src(exact[-1]), False)
     found = next((r for r in fits if r.version == paired), fits[-1] if fits else None)
     if found is None:
         return None
     if found.version == paired:  # the catalog's pairing, published with this torch: the variant build
-        return _Choice(found.version, ctx.variant, _quote(found), _src(found), False)
+        return _Choice(found.version, _local(ctx), _quote(found), _src(found), False)
     return _Choice(found.version, None, _quote(found), _src(found), True)
 
 
@@ -126,7 +131,7 @@ def _release_versions(ctx: Context, out: Findings) -> dict[str, _Choice]:
     assert ctx.patch is not None
     src = f"catalog: {ctx.patch.source} [{ctx.patch.tier}]"
     out_: dict[str, _Choice] = {
-        "torch": _Choice(ctx.patch.version, ctx.variant, "", src, False),
+        "torch": _Choice(ctx.patch.version, _local(ctx), "", src, False),
     }
     for name in ("torchvision", "torchaudio"):
         choice = _choose(ctx, name)
@@ -183,6 +188,15 @@ def resolve_pins(ctx: Context, out: Findings) -> None:
             if ctx.patch is None and line.kind == "requirement" and line.name:
                 _user_line(ctx, out, line, {}, {})
             ctx.requirements.append(line)
+        if ctx.uncataloged and ctx.profile.torch.version is not None:  # served, but not in the catalog
+            ctx.pins.append(
+                Pin(
+                    name="torch",
+                    version=ctx.uncataloged,
+                    local=None if ctx.default_build or ctx.variant is None else ctx.variant,
+                    reason=f"{ctx.torch_setting()}; not in the catalog, served by the index",
+                )
+            )
         return
     pairs = _release_versions(ctx, out)
     wanted: dict[str, str] = {"torch": f"{ctx.torch_label} (torch.version)"}
@@ -356,7 +370,7 @@ def _user_line(
         return True
     name = canonicalize_name(req.name)
     if ctx.patch is None:
-        if name == "torch":
+        if name == "torch" and ctx.resolved is None:
             out.warning(
                 "W-TORCH-UNDECLARED",
                 f"{line.origin}: {line.text!r} installs whatever torch build PyPI serves (one CUDA "
@@ -541,6 +555,17 @@ def note_unresolved(ctx: Context, out: Findings) -> None:
 def index_urls(ctx: Context) -> tuple[IndexUrl, ...]:
     if ctx.patch is None or ctx.variant is None:
         return (IndexUrl(url=PYPI, reason="default package index (no torch in the profile)", primary=True),)
+    if ctx.default_build:
+        return (
+            IndexUrl(
+                url=PYPI,
+                reason=(
+                    f"{ctx.torch_label} is the package index's default build of torch {ctx.patch.version} "
+                    "(no local tag); no PyTorch variant index is needed"
+                ),
+                primary=True,
+            ),
+        )
     url = ctx.catalog.index_url(ctx.variant)
     return (
         IndexUrl(

@@ -113,8 +113,12 @@ def declared_lines(plan: Plan) -> tuple[RequirementLine, ...]:
     return pins + tuple(line for line in plan.requirements if line.kind != "include")
 
 
-def make_lock(plan: Plan) -> Lock:
+def make_lock(plan: Plan, *, constraint_files: tuple[str, ...] | None = None) -> Lock:
+    """The lock of ``plan``; ``constraint_files`` (the bundle paths of the ``-c`` copies) are collected
+    from the profile's folder unless given (``envbuild lock`` gives the bundle's own)."""
     profile = plan.profile
+    if constraint_files is None:
+        constraint_files = tuple(c.bundle_path for c in collect_constraints(plan))
     release_id, release_version = os_release(plan.os)
     return Lock(
         envbuild_version=__version__,
@@ -166,7 +170,7 @@ def make_lock(plan: Plan) -> Lock:
         blender_source=plan.blender_source,
         index_urls=plan.index_urls,
         declared=declared_lines(plan),
-        constraint_files=tuple(c.bundle_path for c in collect_constraints(plan)),
+        constraint_files=constraint_files,
     )
 
 

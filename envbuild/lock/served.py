@@ -1,0 +1,111 @@
+"""Ask each index and find-links folder which builds of torch it serves for the lock's target.
+
+A PyTorch variant index (``download.pytorch.org/whl/cu130``) serves ``torch-2.14.1+cu130-...whl``; the
+package index and its mirrors serve one default build per release, ``torch-2.14.1-...whl``, without a
+local tag.  The planner needs to know which kind it will resolve against before it writes the pins
+(:func:`envbuild.plan.check`, ``served=``): a pin with a local tag that the index does not serve fails
+to resolve, and used to be reported as a conflict between requirements, which it is not.
+
+Index pages are read as PEP 691 JSON when the index offers it, else as PEP 503 HTML; a find-links folder
+is listed from disk, a find-links URL read as an HTML page.  A 404 means "no torch here".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+from envbuild.lock.resolve import ResolveError
+from envbuild.lock.target import Target
+from envbuild.lock.uv import Sources
+from envbuild.net import open_url, page_links, redact_url
+from envbuild.plan.resolved import ServedTorch, kind_of
+
+ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
+
+
+def _filenames_from_page(body: bytes, content_type: str) -> list[str]:
+    if "json" in content_type:
+        data = json.loads(body)
+        return [str(f.get("filename", "")) for f in data.get("files", []) if isinstance(f, dict)]
+    links = page_links(body.decode("utf-8", "replace"))
+    return [unquote(urlsplit(href).path.rsplit("/", 1)[-1]) for href in links]
+
+
+def _read_index(url: str) -> list[str] | None:
+    """The file names an index lists for torch; None when it has no torch project (404)."""
+    page = url.rstrip("/") + "/torch/"
+    try:
+        with open_url(page, accept=ACCEPT, timeout=30) as response:
+            body = response.read()
+            content_type = str(getattr(response, "headers", {}).get("Content-Type", "text/html"))
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return None
+        raise ResolveError(
+            f"the index {redact_url(url)} answered HTTP {exc.code} for its torch page; pass --index-url "
+            "for a reachable mirror, or --find-links for a folder of wheels"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise ResolveError(
+            f"could not read the index {redact_url(url)} ({exc}); pass --index-url for a reachable mirror, "
+            "or --find-links for a folder of wheels (repeatable)"
+        ) from None
+    return _filenames_from_page(body, content_type)
+
+
+def _read_links(link: str) -> list[str]:
+    parts = urlsplit(link)
+    if parts.scheme in ("", "file"):
+        folder = Path(unquote(parts.path) if parts.scheme else link)
+        try:
+            return sorted(os.listdir(folder))
+        except OSError as exc:
+            raise ResolveError(f"--find-links {link}: cannot list the folder ({exc.strerror})") from None
+    try:
+        with open_url(link, accept="text/html", timeout=30) as response:
+            body = response.read()
+    except (OSError, ValueError) as exc:
+        raise ResolveError(f"could not read --find-links {redact_url(link)} ({exc})") from None
+    return _filenames_from_page(body, "text/html")
+
+
+def _torch_builds(filenames: list[str], target: Target) -> dict[str, set[str]]:
+    """public version -> local tags ("" for none) of the torch wheels installable on ``target``."""
+    builds: dict[str, set[str]] = {}
+    for name in filenames:
+        if not name.lower().startswith("torch-") or not name.endswith(".whl"):
+            continue
+        try:
+            project, version, _, tags = parse_wheel_filename(name)
+        except InvalidWheelFilename:
+            continue
+        if project != "torch" or not set(tags) & target.tags:
+            continue
+        builds.setdefault(version.public, set()).add(version.local or "")
+    return builds
+
+
+def served_torch(sources: Sources, target: Target) -> ServedTorch:
+    """What ``sources`` serve for torch on ``target`` (reads every index and folder once)."""
+    merged: dict[str, set[str]] = {}
+    asked: list[str] = []
+    kinds: list[str] = []
+    for url, names in [(u, _read_index(u)) for u in sources.index_urls] + [
+        (link, _read_links(link)) for link in sources.find_links
+    ]:
+        builds = _torch_builds(names or [], target)
+        asked.append(redact_url(url))
+        kinds.append(kind_of(tag for tags in builds.values() for tag in tags))
+        for version, tags in builds.items():
+            merged.setdefault(version, set()).update(tags)
+    return ServedTorch(
+        builds={v: tuple(sorted(t)) for v, t in sorted(merged.items())},
+        sources=tuple(asked),
+        kinds=tuple(kinds),
+    )
