@@ -251,7 +251,7 @@ def fetch(
         say(f"{bundle} is not locked yet: locking it first (envbuild lock)")
         outcome = lock_bundle(bundle, index_urls=index_urls, find_links=find_links, say=say)
         if outcome.lock is None:
-            raise LockFailed(outcome.resolved.findings)
+            raise LockFailed(outcome.findings)
         lock, locked_now = outcome.lock, True
     elif index_urls or find_links:
         say("the bundle is already locked: its files are fetched from the URLs in its lock")

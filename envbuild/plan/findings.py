@@ -109,7 +109,7 @@ CODES: dict[str, str] = {
     "I-VARIANT-DERIVED": "the CUDA/ROCm version was derived (no accelerator.version)",
     "I-VARIANT-RESOLVED": "the CUDA version follows the torch build the resolved set installs",
     "I-VARIANT-INDEX": "the CUDA version follows the default build the index serves",
-    "I-INDEX-DEFAULT-BUILD": "torch is pinned without a local tag: the index serves the needed build as default",
+    "I-INDEX-DEFAULT-BUILD": "torch pinned without a local tag: the index's default build is the one needed",
 }
 
 

@@ -342,8 +342,8 @@ def _adopt_resolved(ctx: Context, out: Findings, available: list[CudaWheel]) -> 
     if wanted and ctx.default_build:
         out.info(
             "I-INDEX-DEFAULT-BUILD",
-            f"the resolved torch {res.version} is the index's default build, the {res.variant} build the plan "
-            f"needs ({res.evidence}), so torch is pinned as torch=={res.version}, without a local tag",
+            f"the resolved torch {res.version} is the index's default build, the {res.variant} build the "
+            f"plan needs ({res.evidence}), so torch is pinned as torch=={res.version}, without a local tag",
         )
     if not wanted:
         out.info(
