@@ -367,10 +367,10 @@ def test_new_release_from_overlay(
 ) -> None:
     torch_index, torch_log = pytorch_hand
     profile = _profile(tmp_path, "2.16.0")
-    # Without an overlay the release is unknown.
+    # Without an overlay the release is unknown: a usage error naming the refresh.
     proc = envbuild(env, "check", str(profile), "--json")
-    assert proc.returncode == 1
-    assert "E-TORCH-UNKNOWN" in {f["code"] for f in json.loads(proc.stdout)["findings"]}
+    assert proc.returncode == 2
+    assert "torch.version" in proc.stderr and "envbuild catalog refresh" in proc.stderr
 
     out = _refresh(env, pypi_hand, torch_index)
     assert all(i["ok"] for i in out["indexes"]), out["indexes"]

@@ -35,7 +35,6 @@ CASES: list[tuple[str, dict[str, Any], str | None, set[str], set[str], bool]] = 
         set(),
         False,
     ),
-    ("torch-unknown", {"torch": "2.99.0"}, None, {"E-TORCH-UNKNOWN"}, set(), False),
     # arch coverage (§2a): same-major cubins, +PTX
     (
         "b200-2.6-cu126",

@@ -81,10 +81,6 @@ CASES: list[Case] = [
     ("torch-2.07.1", {"torch": "2.07.1"}, (), True, set(), {"E-TORCH-UNKNOWN"}, ()),
     ("torch-v2.7.1", {"torch": "v2.7.1"}, (), True, set(), {"E-TORCH-UNKNOWN"}, ()),
     ("torch-2.7.1.0", {"torch": "2.7.1.0"}, (), True, set(), {"E-TORCH-UNKNOWN"}, ()),
-    # §1: 2.7.x has 2.7.0 and 2.7.1 only; the message names them
-    ("torch-2.7.5", {"torch": "2.7.5"}, (), False, {"E-TORCH-UNKNOWN"}, set(), ("2.7.0, 2.7.1",)),
-    # §1 "Pre-releases: .../whl/test/<variant>": not planned, and the message says why
-    ("torch-rc", {"torch": "2.14.0rc1"}, (), False, {"E-TORCH-UNKNOWN"}, set(), ("pre-release", "2.14.0")),
     # §1 index pattern cuNNN: a ROCm-looking version on the cuda backend is named as such
     ("cuda-6.3", {"version": "6.3"}, (), False, {"E-VARIANT-UNAVAILABLE"}, set(), ("ROCm version",)),
     # §1 "2.12.x: cu126, cu130, cu132": the error says which releases do have cu128
@@ -489,6 +485,21 @@ def test_review_case(
     text = " ".join(f["message"] for f in data["findings"])
     for fragment in says:
         assert fragment in text, text
+
+
+@pytest.mark.parametrize(
+    ("torch", "says"),
+    [
+        ("2.7.5", ("2.7.0, 2.7.1",)),  # §1: 2.7.x has 2.7.0 and 2.7.1 only; the message names them
+        ("2.14.0rc1", ("pre-release", "2.14.0")),  # §1 "Pre-releases: .../whl/test/<variant>": not planned
+    ],
+)
+def test_unknown_torch_is_a_usage_error(tmp_path: Path, torch: str, says: tuple[str, ...]) -> None:
+    """A torch.version the user typed that the catalog does not know exits 2, before any plan."""
+    result = invoke(["check", str(write_profile(tmp_path, torch=torch)), "--json"])
+    assert result.exit_code == 2 and result.stdout == "", result.output
+    for fragment in ("torch.version", *says):
+        assert fragment in result.stderr, result.stderr
 
 
 def test_json_shape_exact(tmp_path: Path) -> None:

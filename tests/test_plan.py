@@ -217,11 +217,15 @@ def test_image_platforms() -> None:
     assert "manylinux_2_37_x86_64" not in tags
 
 
-def test_unknown_torch_suggests_newest_ga() -> None:
-    result = check(profile(torch="1.13.1"))
+def test_unknown_torch_is_a_usage_error_suggesting_newest_ga() -> None:
+    with pytest.raises(UsageError) as err:
+        check(profile(torch="1.13.1"))
+    assert "torch.version" in str(err.value) and "2.14.1" in str(err.value)  # the newest confirmed release
+    assert "envbuild catalog refresh" in str(err.value)
+    # Before an index is asked (check --resolve's first pass) it is a finding, and no pin is made.
+    result = check(profile(torch="1.13.1"), strict_torch=False)
     (f,) = [f for f in result.findings if f.code == "E-TORCH-UNKNOWN"]
-    assert "2.14.1" in f.message and "2.1" in f.message  # the newest confirmed (ga) release
-    assert result.plan.pins == () and result.plan.torch_version is None
+    assert "2.14.1" in f.message and result.plan.pins == () and result.plan.torch_version is None
 
 
 def test_series_resolves_to_newest_patch() -> None:

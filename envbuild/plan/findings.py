@@ -45,6 +45,7 @@ CODES: dict[str, str] = {
     "E-RESOLVED-ROCM": "accelerator.version differs from the ROCm build the resolved set installs",
     "E-RESOLVED-BUILD": "the resolved torch is a build of another backend (CPU or the other vendor)",
     "E-VARIANT-NOT-SERVED": "the indexes asked do not serve the torch build the plan needs",
+    "E-RESOLVED-UNSTABLE": "pinning the resolved torch moves the resolution to another torch",
     "E-VARIANT-UNAVAILABLE": "no wheel variant for the requested CUDA/ROCm version",
     "E-VENDOR-MISMATCH": "the backend does not match the card's vendor",
     "E-WHEEL-NAME": "a direct wheel URL's project differs from the requirement's name",
@@ -81,6 +82,7 @@ CODES: dict[str, str] = {
     "W-RESOLVED-GPU-BUILD": "a CPU plan resolves a CUDA/ROCm build of torch (gigabytes of GPU libraries)",
     "W-ARCH-UNKNOWN": "the catalog records no arch list for the resolved torch build",
     "W-DRIVER-PROVISIONAL": "torch is not declared: the driver floor holds only until resolution",
+    "W-PLAN-NOT-REDERIVED": "a bundle without envbuild.inputs.json is locked with its plan as rendered",
     "W-TRITON-ARCH": "Triton in this torch release does not support the card's arch",
     "W-USER-INDEX-URL": "a user --index-url would replace the torch variant index",
     "W-VERSION-IGNORED": "accelerator.version is ignored for the cpu backend",
@@ -108,6 +110,7 @@ CODES: dict[str, str] = {
     "I-TORCH-PATCH": "a torch series resolved to its newest patch",
     "I-VARIANT-DERIVED": "the CUDA/ROCm version was derived (no accelerator.version)",
     "I-VARIANT-RESOLVED": "the CUDA version follows the torch build the resolved set installs",
+    "I-PLAN-RESOLVED": "what resolution changed in the plan (torch, CUDA, base image, driver)",
     "I-VARIANT-INDEX": "the CUDA version follows the default build the index serves",
     "I-INDEX-DEFAULT-BUILD": "torch pinned without a local tag: the index's default build is the one needed",
 }
