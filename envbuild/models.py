@@ -23,6 +23,9 @@ Vendor = Literal["nvidia", "amd", "cpu"]
 
 LOCK_FORMAT: Final = "envbuild.lock/1"
 LOCK_PATH_IN_IMAGE = "/etc/envbuild/envbuild.lock.json"
+# LockedDistribution.index of a distribution taken from a local --find-links folder: the lock records
+# its files by name and sha256 only, never the folder's path (`envbuild fetch --find-links DIR`).
+LOCAL_FOLDER: Final = "a local --find-links folder"
 VENV_PATH_IN_IMAGE = "/opt/venv"
 PYTHON_IN_IMAGE = "/opt/venv/bin/python"
 TOOL_VENV_IN_IMAGE = "/opt/envbuild"  # envbuild itself, isolated from the user's venv
@@ -317,7 +320,9 @@ class LockedFile(Record):
     """One file of a locked distribution that installs on the lock's target (a wheel, normally)."""
 
     filename: str  # "numpy-2.2.6-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
-    url: str  # where the resolver found it (https://..., or file://... for a --find-links folder)
+    # where the resolver found it (https://..., no credentials); "" for a file of a local --find-links
+    # folder, recorded by name and sha256 only (fetch finds it in the wheelhouse or a --find-links DIR)
+    url: str
     sha256: str  # hex digest
     size: int | None = None
 
@@ -331,7 +336,7 @@ class LockedDistribution(Record):
     files: tuple[LockedFile, ...]  # the target platform's file(s); their sha256 are the allowed hashes
     declared_by: tuple[str, ...] = ()  # the profile's own lines: "requirements.txt:3", "torch pin"
     required_by: tuple[str, ...] = ()  # parent distributions (canonical names)
-    index: str | None = None  # the index URL or --find-links folder it came from
+    index: str | None = None  # the index or --find-links URL it came from, or LOCAL_FOLDER
 
     @property
     def spec(self) -> str:
@@ -351,8 +356,10 @@ class LockResolution(Record):
     implementation: str  # "cp"
     platform: str  # the resolver's platform ("x86_64-manylinux_2_36")
     wheel_tags: tuple[str, ...]  # platform tags accepted, newest first ("manylinux_2_36_x86_64", ...)
+    # credentials as ${ENVBUILD_INDEX_N_USER}-style references (envbuild/lockurls.py), never values
     index_urls: tuple[str, ...]  # first is the primary index
-    find_links: tuple[str, ...] = ()
+    find_links: tuple[str, ...] = ()  # --find-links URLs; a local folder is never recorded by its path
+    find_links_folders: int = 0  # how many local --find-links folders the resolver was given
     indexes_from: Literal["bundle", "command line"] = "bundle"
 
 

@@ -343,7 +343,9 @@ def _project_page(project: str, dists: list[_Dist]) -> bytes:
     return _page(f"Links for {project}", [f"<h1>Links for {html.escape(project)}</h1>", *anchors])
 
 
-def _handler(root: Path) -> type[BaseHTTPRequestHandler]:
+def _handler(root: Path, auth: tuple[str, str] | None = None) -> type[BaseHTTPRequestHandler]:
+    expected = "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode() if auth else None
+
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:
             pass  # nothing on stderr
@@ -357,6 +359,12 @@ def _handler(root: Path) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(body)
 
         def _respond(self, head: bool) -> None:
+            if expected is not None and self.headers.get("Authorization") != expected:
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", 'Basic realm="envbuild test index"')
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return None
             path = unquote(self.path.split("?", 1)[0].split("#", 1)[0])
             projects = _scan(root)
             if path == "/simple/":
@@ -446,17 +454,20 @@ def make_tls(folder: Path) -> tuple[Path, Path, Path]:
 
 
 @contextmanager
-def serve_index(root: Path, tls: tuple[Path, Path] | None = None) -> Iterator[str]:
+def serve_index(
+    root: Path, tls: tuple[Path, Path] | None = None, auth: tuple[str, str] | None = None
+) -> Iterator[str]:
     """Serve the distribution files in ``root`` as a simple index on 127.0.0.1 (a free port).
 
     Yields the base URL ``http://127.0.0.1:<port>`` (the index is ``<base>/simple/``), or
     ``https://...`` when ``tls`` gives (certificate, key) (see :func:`make_tls`).  The server thread is
-    a daemon and is shut down and closed when the block ends.
+    a daemon and is shut down and closed when the block ends.  With ``auth`` (user, password) every
+    request without that HTTP basic authentication gets 401, as a private index answers.
     """
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"no index folder {root}")
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(root))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(root, auth))
     scheme = "http"
     if tls is not None:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

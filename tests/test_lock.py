@@ -18,7 +18,6 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import pytest
 from index_support import IndexTree, IndexURLs, build_index_tree, serve_tree, sha256_of
@@ -520,24 +519,44 @@ def test_unreachable_index_is_a_clear_error(tmp_path: Path, env: dict[str, str])
 # ---------------------------------------------------------------- 9. --find-links
 
 
-def test_find_links_folder_supplies_a_wheel(
+def test_find_links_folder_supplies_a_wheel_recorded_by_name_and_hash(
     tmp_path: Path, tree: IndexTree, urls: IndexURLs, env: dict[str, str]
 ) -> None:
     bundle = render(env, tmp_path, "links", ["torchlike==2.13.0+cpu"])
     done = envbuild(env, "lock", bundle, "--index-url", urls.main, "--find-links", tree.cpu)
     assert done.returncode == 0, done.stderr
     lock = read_lock(bundle)
-    folder = tree.cpu.resolve()
     assert lock["resolution"]["index_urls"] == [urls.main]
-    assert lock["resolution"]["find_links"] == [str(folder)]
+    assert lock["resolution"]["find_links"] == []  # the folder is not recorded ...
+    assert lock["resolution"]["find_links_folders"] == 1
     dists = {d["name"]: d for d in lock["distributions"]}
-    (wheel,) = dists["torchlike"]["files"]
-    parts = urlsplit(wheel["url"])
-    assert parts.scheme == "file"
-    assert Path(unquote(parts.path)).parent == folder
-    assert wheel["sha256"] == sha256_of(tree.files["torchlike-2.13.0+cpu"])
+    # ... the file taken from it is, by name and sha256
+    assert dists["torchlike"]["files"] == [
+        {
+            "filename": "torchlike-2.13.0+cpu-py3-none-any.whl",
+            "url": "",
+            "sha256": sha256_of(tree.files["torchlike-2.13.0+cpu"]),
+            "size": None,
+        }
+    ]
+    assert dists["torchlike"]["index"] == "a local --find-links folder"
     assert dists["fakedep"]["files"][0]["url"].startswith(urls.main.removesuffix("simple/"))
-    assert f"# find-links: {folder}" in (bundle / REQUIREMENTS).read_text(encoding="utf-8").splitlines()
+    text = (bundle / REQUIREMENTS).read_text(encoding="utf-8")
+    for data in (text, (bundle / LOCK).read_text(encoding="utf-8")):
+        assert str(tree.root) not in data and "file://" not in data  # no path of this machine
+    lines = text.splitlines()
+    assert "# find-links: 1 local folder(s), not recorded (their files are, below)" in lines
+    assert (
+        "# Install route: the bundle's wheelhouse. 1 distribution(s) came from a local --find-links folder,"
+        in lines
+    )
+    assert "#   torchlike==2.13.0+cpu" in lines
+    assert not [line for line in lines if line.startswith("--find-links")]
+    readme = (bundle / "README.md").read_text(encoding="utf-8")
+    assert (
+        "Route: **the wheelhouse**. `torchlike==2.13.0+cpu` came from a local `--find-links` folder" in readme
+    )
+    assert "--no-index --find-links wheelhouse" in readme
 
 
 def test_missing_find_links_folder_is_a_usage_error(

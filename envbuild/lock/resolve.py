@@ -28,6 +28,7 @@ from envbuild import __version__
 from envbuild.errors import EXIT_FINDINGS, EnvbuildError
 from envbuild.lock.sources import source_build_facts
 from envbuild.lock.target import Target
+from envbuild.lockurls import is_local, lock_file_url, lock_urls, remote_links
 from envbuild.lock.uv import (
     Annotation,
     ResolverFailed,
@@ -46,7 +47,6 @@ from envbuild.models import (
     LockResolution,
     RequirementLine,
 )
-from envbuild.net import redact_url
 from envbuild.plan.packages import PYPI
 from envbuild.render.requirements import option_words
 
@@ -160,7 +160,7 @@ def _file(entry: dict[str, Any]) -> LockedFile | None:
     size = entry.get("size")
     return LockedFile(
         filename=_file_name(url, entry),
-        url=redact_url(url),
+        url=lock_file_url(url),
         sha256=sha,
         size=size if isinstance(size, int) else None,
     )
@@ -325,8 +325,9 @@ def resolve(
         implementation=target.implementation,
         platform=target.resolver_platform,
         wheel_tags=target.platform_tags,
-        index_urls=tuple(redact_url(u) for u in sources.index_urls),
-        find_links=tuple(redact_url(f) for f in sources.find_links),
+        index_urls=lock_urls(sources.index_urls),  # credentials as ${VAR}, never values
+        find_links=remote_links(sources.find_links),  # a local folder: by its files only
+        find_links_folders=sum(is_local(link) for link in sources.find_links),
         indexes_from=indexes_from,
     )
     constraints = [bundle / c for c in lock.constraint_files] if bundle is not None else []

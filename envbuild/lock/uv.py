@@ -27,6 +27,8 @@ import tomllib
 
 from envbuild.errors import LockError
 from envbuild.lock.target import Target
+from envbuild.lockurls import is_local
+from envbuild.models import LOCAL_FOLDER
 from envbuild.net import redact_url
 
 _VIA_HEAD = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)")
@@ -203,7 +205,8 @@ def parse_annotated(text: str) -> dict[str, Annotation]:
         elif body == "via":
             in_via = True
         elif body.startswith("from "):
-            index = redact_url(body[5:].strip())
+            where = body[5:].strip()
+            index = LOCAL_FOLDER if is_local(where) else redact_url(where)
             in_via = False
         elif in_via:
             via.append(body)

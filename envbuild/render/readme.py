@@ -7,7 +7,7 @@ import re
 import shlex
 
 from envbuild import __version__
-from envbuild.models import LOCK_PATH_IN_IMAGE, PYTHON_IN_IMAGE, CheckResult
+from envbuild.models import LOCK_PATH_IN_IMAGE, PYTHON_IN_IMAGE, CheckResult, Lock
 from envbuild.render.apt import apt_packages, runtime_packages
 from envbuild.render.env import render_template
 from envbuild.render.quote import md, md_code
@@ -54,6 +54,94 @@ def ci_word(value: str) -> str:
 def suggested_tag(result: CheckResult) -> str:
     profile = result.plan.profile
     return f"envbuild/{profile.name}:{profile.sha256[:12]}"
+
+
+ROUTE_BEGIN = "<!-- envbuild:provider-route -->"
+ROUTE_END = "<!-- /envbuild:provider-route -->"
+
+
+def provider_route(python: str, lock: Lock | None = None) -> str:
+    """The README's provider route (a machine the provider prepared, no image): the commands that install
+    the validator and the environment, for the route that applies (:func:`envbuild.lockurls.install_route`).
+
+    ``lock``: the bundle's lock once ``envbuild lock`` resolved it (it rewrites this section between
+    :data:`ROUTE_BEGIN` and :data:`ROUTE_END`); None or unresolved: the rendered bundle, not locked yet."""
+    from envbuild.lockurls import install_route
+
+    venv = f"python{python} -m venv"
+    tools = (
+        "# envbuild itself, offline, from tools/ (`envbuild fetch` fills it and pins each wheel's sha256 in",
+        "# tools/requirements.txt; the wheels are for Python " + python + ")",
+        f"{venv} /opt/envbuild && /opt/envbuild/bin/pip install --no-deps --require-hashes --no-index \\",
+        "  --find-links tools -r tools/requirements.txt",
+    )
+    if lock is None or not lock.resolved:
+        intro = (
+            "This bundle is not locked yet. `envbuild lock .` pins every distribution with its sha256 and "
+            "rewrites this section with the route that applies: the indexes `requirements-rebuild.txt` "
+            "names, when every locked file is on one; else the wheelhouse, after `envbuild fetch . "
+            "--find-links DIR`, for the files taken from a local `--find-links` folder (the lock records "
+            "them by name and sha256, not by path). Unlocked, pip installs the declared requirements "
+            "without hashes."
+        )
+        env: tuple[str, ...] = (
+            "# the environment (not locked: the declared requirements, without hashes)",
+            f"{venv} venv && venv/bin/pip install -r requirements-rebuild.txt",
+        )
+    else:
+        route = install_route(lock)
+        needs = (
+            f" Set {', '.join(f'`{v}`' for v in route.variables)} first: the index URLs carry `${{VAR}}` "
+            "references, which pip fills from the environment (credentials are never written in the bundle)."
+            if route.variables
+            else ""
+        )
+        if route.wheelhouse:
+            intro = (
+                "Route: **the wheelhouse**. "
+                + ", ".join(f"`{md(s, 'spec')}`" for s in route.local)
+                + " came from a local `--find-links` folder and are on no index, so pip installs offline "
+                "from `wheelhouse/`: run `envbuild fetch . --find-links DIR` first (DIR: that folder, or "
+                "any folder holding the same files; each is matched by name and sha256)." + needs
+            )
+            env = (
+                "# the environment, offline from wheelhouse/ (every file hash-checked)",
+                f"{venv} venv && venv/bin/pip install --no-deps --no-index --find-links wheelhouse \\",
+                "  -r requirements-rebuild.txt",
+            )
+        else:
+            intro = (
+                "Route: **the indexes**. Every locked file is on the indexes `requirements-rebuild.txt` "
+                "names, so a clean pip (no pip configuration needed) installs it; offline, after `envbuild "
+                "fetch .`, from `wheelhouse/` instead." + needs
+            )
+            env = (
+                "# the environment, from the indexes requirements-rebuild.txt names (each file hash-checked)",
+                f"{venv} venv && venv/bin/pip install --no-deps -r requirements-rebuild.txt",
+                "#   offline, after `envbuild fetch .`: add --no-index --find-links wheelhouse",
+            )
+    lines = [
+        ROUTE_BEGIN,
+        "On a machine the provider prepared (no image of yours), from this folder. " + intro,
+        "",
+        "```sh",
+        *tools,
+        *env,
+        "# validate that interpreter, with your checks run in app/",
+        "/opt/envbuild/bin/envbuild validate --lock . --python venv/bin/python --workdir app",
+        "```",
+        ROUTE_END,
+    ]
+    return "\n".join(lines)
+
+
+def with_provider_route(readme: str, lock: Lock) -> str | None:
+    """``readme`` with its provider route rewritten for ``lock``; None when it has no such section
+    (rendered by an older envbuild, or edited)."""
+    start, end = readme.find(ROUTE_BEGIN), readme.find(ROUTE_END)
+    if start < 0 or end < start:
+        return None
+    return readme[:start] + provider_route(lock.python_version, lock) + readme[end + len(ROUTE_END) :]
 
 
 def render_readme(result: CheckResult, command: str) -> str:
@@ -132,6 +220,7 @@ def render_readme(result: CheckResult, command: str) -> str:
         lock_path=LOCK_PATH_IN_IMAGE,
         python_in_image=PYTHON_IN_IMAGE,
         checks=tuple(md_code(c.name, "checks") for c in profile.checks),
+        provider_route=provider_route(plan.python_version),
         ci_profiles=(ci_word(shlex.split(command)[2] if len(shlex.split(command)) > 2 else profile.name),),
         ci_targets=tuple(ci_word(c.id) for c in plan.targets) or ("cpu",),
     )
