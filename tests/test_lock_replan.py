@@ -1,0 +1,175 @@
+"""The resolved set decides the plan (issue 22): real uv runs against a loopback index serving torch's
+real dependency graph (tests/torch_universe.py: metadata RECORDED from pypi.org, in stand-in wheels;
+the variant index and ``pinstorch`` are written by hand, as labelled there).
+
+Each test renders or checks a small profile for an H100 (CPython 3.12, Ubuntu 24.04) and asserts what
+the plan says before and after resolution: torch's version and build, CUDA, the base image and the
+driver floor, and what lock writes into the bundle.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_lock import clean_env, envbuild
+from torch_universe import UniverseURLs, build_universe, serve_universe
+
+
+@pytest.fixture(scope="module")
+def urls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UniverseURLs]:
+    with serve_universe(build_universe(tmp_path_factory.mktemp("torch-universe"))) as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    return clean_env(tmp_path_factory.mktemp("uv-cache"))
+
+
+def profile(folder: Path, *lines: str, packages: tuple[str, ...] = (), torch: str | None = None) -> Path:
+    """A custom (or, with ``torch``, pytorch) profile for an H100, CPython 3.12, Ubuntu 24.04."""
+    folder.mkdir(parents=True, exist_ok=True)
+    text = [
+        'name = "replan"',
+        f'kind = "{"pytorch" if torch else "custom"}"',
+        "[accelerator]",
+        'backend = "cuda"',
+        'targets = ["h100"]',
+        *lines,
+        "[python]",
+        'version = "3.12"',
+        f"packages = {json.dumps(list(packages))}",
+        "[validate]",
+        "compile_extensions = false",
+    ]
+    if torch:
+        text += ["[torch]", f'version = "{torch}"']
+    path = folder / "profile.toml"
+    path.write_text("\n".join(text) + "\n", encoding="utf-8")
+    return path
+
+
+def check_json(env: dict[str, str], path: Path, *args: str) -> tuple[int, dict[str, Any]]:
+    done = envbuild(env, "check", path, "--json", *args)
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+def codes(result: dict[str, Any]) -> dict[str, str]:
+    return {f["code"]: f["message"] for f in result["findings"]}
+
+
+def test_bare_torch_line_the_resolved_cuda_decides_and_an_old_driver_is_refused(
+    tmp_path: Path, urls: UniverseURLs, env: dict[str, str]
+) -> None:
+    path = profile(tmp_path, packages=("torch==2.15.0",))
+    # Before resolution: a CUDA 12 plan, whose floor is said to be provisional.
+    code, before = check_json(env, path, "--driver", "560.35.05")
+    assert code == 0 and before["plan"]["accelerator_version"] == "12.6"
+    assert "W-DRIVER-PROVISIONAL" in codes(before)
+    # Resolved: torch 2.15.0 requires cuda-toolkit 13.2.2 (recorded), so the plan is CUDA 13.2.
+    code, after = check_json(env, path, "--driver", "560.35.05", "--resolve", "--index-url", urls.pypi)
+    plan, found = after["plan"], codes(after)
+    assert code == 1 and not after["ok"]
+    assert (plan["torch_version"], plan["torch_variant"], plan["accelerator_version"]) == (
+        "2.15.0",
+        "cu132",
+        "13.2",
+    )
+    assert "13.2" in plan["base_image"] and plan["min_driver"] != before["plan"]["min_driver"]
+    assert "cuda-toolkit 13.2.2" in found["I-VARIANT-RESOLVED"]
+    assert "560.35.05" in found["E-DRIVER-TOO-OLD"] and plan["min_driver"] in found["E-DRIVER-TOO-OLD"]
+    assert "CUDA: 12.6 -> 13.2" in found["I-PLAN-RESOLVED"] and "W-DRIVER-PROVISIONAL" not in found
+    # The pin follows the index: the default build has no local tag.
+    assert [p["version"] + (p["local"] or "") for p in plan["pins"] if p["name"] == "torch"] == ["2.15.0"]
+
+
+def test_a_dependencys_torch_pin_decides_and_lock_rewrites_the_bundle(
+    tmp_path: Path, urls: UniverseURLs, env: dict[str, str]
+) -> None:
+    path = profile(tmp_path / "p", packages=("pinstorch",))
+    bundle = tmp_path / "bundle"
+    done = envbuild(env, "render", path, "--out", bundle)
+    assert done.returncode == 0, done.stderr
+    rendered = json.loads((bundle / "envbuild.lock.json").read_text())
+    assert rendered["accelerator_version"] == "12.6" and rendered["torch_version"] is None
+    done = envbuild(env, "lock", bundle, "--index-url", urls.pypi)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lock = json.loads((bundle / "envbuild.lock.json").read_text())
+    assert (lock["torch_version"], lock["torch_variant"], lock["accelerator_version"]) == (
+        "2.14.0",
+        "cu130",
+        "13.0",
+    )
+    assert lock["resolved"] is True and lock["min_driver"] != rendered["min_driver"]
+    dists = {d["name"]: d for d in lock["distributions"]}
+    assert dists["torch"]["required_by"] == ["pinstorch"] and dists["cuda-toolkit"]["version"] == "13.0.3.0"
+    # Every file that follows the plan says the same: the Dockerfile's base, the README's driver.
+    assert f'ARG BASE_IMAGE="{lock["base_image"]}"' in (bundle / "Dockerfile").read_text()
+    assert lock["min_driver"] in (bundle / "README.md").read_text()
+    assert "torch==2.14.0 \\" in (bundle / "requirements-rebuild.txt").read_text()
+
+
+def test_torch_table_on_a_variant_index_keeps_the_local_tag(
+    tmp_path: Path, urls: UniverseURLs, env: dict[str, str]
+) -> None:
+    path = profile(tmp_path, 'version = "13.0"', torch="2.14.1")
+    code, result = check_json(env, path, "--resolve", "--index-url", urls.variants, "--index-url", urls.pypi)
+    assert code == 0, result["findings"]
+    pins = {p["name"]: p for p in result["plan"]["pins"]}
+    assert pins["torch"]["local"] == "cu130" and result["plan"]["accelerator_version"] == "13.0"
+    assert "I-INDEX-DEFAULT-BUILD" not in codes(result)
+
+
+def test_torch_table_on_a_variantless_index_pins_the_default_build(
+    tmp_path: Path, urls: UniverseURLs, env: dict[str, str]
+) -> None:
+    """The package index (and its mirrors) serve torch 2.14.1 without +cu130: pinned without the tag."""
+    path = profile(tmp_path / "p", 'version = "13.0"', torch="2.14.1")
+    bundle = tmp_path / "bundle"
+    assert envbuild(env, "render", path, "--out", bundle).returncode == 0
+    done = envbuild(env, "lock", bundle, "--index-url", urls.pypi)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "E-REQ-CONFLICT" not in done.stdout + done.stderr and "I-INDEX-DEFAULT-BUILD" in done.stdout
+    text = (bundle / "requirements-rebuild.txt").read_text()
+    assert "torch==2.14.1 \\" in text and "+cu130" not in text
+    lock = json.loads((bundle / "envbuild.lock.json").read_text())
+    assert lock["torch_variant"] == "cu130" and lock["accelerator_version"] == "13.0"
+
+
+def test_a_variant_the_index_does_not_serve_is_named_with_the_ways_out(
+    tmp_path: Path, urls: UniverseURLs, env: dict[str, str]
+) -> None:
+    cpu = profile(tmp_path / "cpu", torch="2.14.1")
+    cpu.write_text(
+        cpu.read_text()
+        .replace('backend = "cuda"', 'backend = "cpu"')
+        .replace('targets = ["h100"]', "targets = []")
+    )
+    code, result = check_json(env, cpu, "--resolve", "--index-url", urls.pypi)
+    found = codes(result)
+    assert code == 1 and "E-REQ-CONFLICT" not in found
+    message = found["E-VARIANT-NOT-SERVED"]
+    assert "torch 2.14.1+cpu" in message and "default build" in message
+    assert "download.pytorch.org/whl/cpu" in message and "--find-links" in message
+    # The same profile against the index that serves +cpu resolves, and never adopts the CUDA build.
+    code, served = check_json(env, cpu, "--resolve", "--index-url", urls.variants, "--index-url", urls.pypi)
+    assert code == 0 and {p["name"]: p["local"] for p in served["plan"]["pins"]}["torch"] == "cpu"
+    # A declared CUDA version the index does not serve: not adopted, and the served default is named.
+    cu126 = profile(tmp_path / "cu126", 'version = "12.6"', torch="2.14.1")
+    code, result = check_json(env, cu126, "--resolve", "--index-url", urls.pypi)
+    assert code == 1 and 'accelerator.version = "13.0"' in codes(result)["E-VARIANT-NOT-SERVED"]
+
+
+def test_a_declared_cuda_version_that_contradicts_the_resolved_torch(
+    tmp_path: Path, urls: UniverseURLs, env: dict[str, str]
+) -> None:
+    path = profile(tmp_path, 'version = "12.6"', packages=("torch==2.15.0",))
+    code, result = check_json(env, path, "--resolve", "--index-url", urls.pypi)
+    message = codes(result)["E-RESOLVED-CUDA"]
+    assert code == 1 and 'accelerator.version = "12.6"' in message and "cuda-toolkit 13.2.2" in message
+    assert 'accelerator.version = "13.2"' in message  # what to change
