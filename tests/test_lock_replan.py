@@ -18,6 +18,11 @@ import pytest
 from test_lock import clean_env, envbuild
 from torch_universe import UniverseURLs, build_universe, serve_universe
 
+from envbuild.models import LockedDistribution, LockedFile
+from envbuild.plan import check
+from envbuild.plan.resolved import ResolvedTorch, torch_from
+from envbuild.profile import load_profile
+
 
 @pytest.fixture(scope="module")
 def urls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UniverseURLs]:
@@ -173,3 +178,40 @@ def test_a_declared_cuda_version_that_contradicts_the_resolved_torch(
     message = codes(result)["E-RESOLVED-CUDA"]
     assert code == 1 and 'accelerator.version = "12.6"' in message and "cuda-toolkit 13.2.2" in message
     assert 'accelerator.version = "13.2"' in message  # what to change
+
+
+def _dist(
+    name: str, version: str, local: str | None = None, required_by: tuple[str, ...] = ()
+) -> LockedDistribution:
+    wheel = LockedFile(filename=f"{name}-{version}-py3-none-any.whl", url="", sha256="0" * 64)
+    return LockedDistribution(
+        name=name, version=version, local=local, files=(wheel,), required_by=required_by
+    )
+
+
+def test_the_build_of_the_resolved_torch() -> None:
+    """Local tag first, then torch's own CUDA dependency (the default build has no tag), else CPU."""
+    tagged = torch_from([_dist("torch", "2.14.1", "cu130")])
+    assert tagged is not None and (tagged.variant, tagged.local) == ("cu130", "cu130")
+    default = torch_from([_dist("torch", "2.15.0"), _dist("cuda-toolkit", "13.2.2", required_by=("torch",))])
+    assert default is not None and (default.variant, default.local, default.cuda) == ("cu132", None, "13.2")
+    assert "cuda-toolkit 13.2.2" in default.evidence
+    old = torch_from(
+        [_dist("torch", "2.7.1"), _dist("nvidia-cuda-runtime-cu12", "12.6.77", required_by=("torch",))]
+    )
+    assert old is not None and old.variant == "cu126"
+    cpu = torch_from([_dist("torch", "2.15.0")])
+    assert cpu is not None and cpu.variant == "cpu"
+    assert torch_from([_dist("numpy", "2.2.6")]) is None
+
+
+def test_a_dependencys_torch_the_catalog_lacks_is_a_warning_naming_the_refresh(tmp_path: Path) -> None:
+    loaded = load_profile(str(profile(tmp_path, packages=("pinstorch",))))
+    resolved = ResolvedTorch(
+        version="2.16.0", local=None, variant="cu132", evidence="test", brought_by=("pinstorch",)
+    )
+    result = check(loaded, resolved=resolved)
+    found = {f.code: f.message for f in result.findings}
+    assert "envbuild catalog refresh" in found["W-TORCH-UNCATALOGED"]
+    assert (result.plan.torch_version, result.plan.accelerator_version) == ("2.16.0", "13.2")
+    assert result.plan.min_driver is not None and "13.2" in result.plan.base_image

@@ -127,7 +127,7 @@ def check(
     ctx.cli_targets = bool(targets)
     ctx.served, ctx.resolved, ctx.strict_torch = served, resolved, strict_torch
     resolve.resolve_torch(ctx, out)
-    if ctx.patch is None:
+    if ctx.patch is None and ctx.toolkit is None and ctx.rocm is None:  # no torch, or one the catalog lacks
         resolve.resolve_toolkit_without_torch(ctx, out)
     builds, vcs = packages.check_requirement_urls(ctx, out)
     ctx.compiles = builds or (ctx.patch is not None and profile.validate_.compile_extensions)

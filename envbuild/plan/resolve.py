@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from packaging.version import InvalidVersion, Version
 
-from envbuild.catalog import CudaWheel, PatchEntry, Release
+from envbuild.catalog import CudaToolkit, CudaWheel, PatchEntry, Release
 from envbuild.errors import UsageError
 from envbuild.plan.context import Context, cite
 from envbuild.plan.environment import choose_os
@@ -109,7 +109,7 @@ def resolve_torch(ctx: Context, out: Findings) -> None:
     """torch release, wheel variant and toolkit; then, with base.os absent, an OS that has its image."""
     _resolve_torch(ctx, out)
     apply_served(ctx, out)
-    if ctx.patch is not None:
+    if ctx.patch is not None or ctx.toolkit is not None or ctx.rocm is not None:
         choose_os(ctx, out)
 
 
@@ -544,6 +544,30 @@ def resolve_toolkit_without_torch(ctx: Context, out: Findings) -> None:
     choose_os(ctx, out)
 
 
+def _oldest_toolkit(ctx: Context, tks: list[CudaToolkit]) -> tuple[CudaToolkit, str]:
+    """No torch, no accelerator.version: the oldest CUDA toolkit that supports the targets (the lowest
+    driver floor), one with an nvidia/cuda image for the OS first, and why, for I-VARIANT-DERIVED.
+
+    Without an image for the OS (debian12), or for Blender, the base is the plain OS image with
+    NVIDIA_REQUIRE_CUDA set by the Dockerfile (``environment.base_image``), so no toolkit is refused
+    for lack of an image."""
+    need = max((Version(c.min_cuda) for c in ctx.gpu_cards if c.min_cuda), default=Version("0"))
+    fits = [t for t in tks if Version(t.version) >= need]
+    with_image = [t for t in fits if ctx.os.id in t.image_os]
+    if with_image:
+        return with_image[0], (
+            f"the oldest toolkit that supports the targets and has an nvidia/cuda image for {ctx.os.id} "
+            "(lowest driver floor)"
+        )
+    if fits:
+        return fits[0], (
+            f"the oldest toolkit that supports the targets (lowest driver floor); nvidia/cuda has no "
+            f"image of it for {ctx.os.id}"
+        )
+    newest = max(tks, key=lambda t: Version(t.version))
+    return newest, f"the newest toolkit in the catalog; none supports CUDA {need} that the targets need"
+
+
 def _toolkit_without_torch(ctx: Context, out: Findings) -> None:
     wanted = ctx.profile.accelerator.version
     if ctx.backend == "cpu" and wanted:
@@ -564,13 +588,10 @@ def _toolkit_without_torch(ctx: Context, out: Findings) -> None:
                 )
                 return
         else:
-            need = max((Version(c.min_cuda) for c in ctx.gpu_cards if c.min_cuda), default=Version("0"))
-            fits = [t for t in tks if Version(t.version) >= need and ctx.os.id in t.image_os]
-            tk = fits[0] if fits else tks[-1]
+            tk, why = _oldest_toolkit(ctx, tks)
             out.info(
                 "I-VARIANT-DERIVED",
-                f"accelerator.version not set: using CUDA {tk.image_version}, the oldest toolkit image for "
-                f"{ctx.os.id} that supports the targets (lowest driver floor)",
+                f"accelerator.version not set: using CUDA {tk.image_version}, {why}",
                 source=cite((f"CUDA {tk.version}", tk)),
             )
         ctx.toolkit, ctx.variant = tk, None
