@@ -141,7 +141,7 @@ def kind_of(locals_seen: Iterable[str]) -> str:
     variants = [t for t in tags if t]
     parts = []
     if variants:
-        parts.append(", ".join(f"+{t}" for t in variants) + " builds (a variant index)")
+        parts.append(", ".join(f"+{t}" for t in variants) + " builds (local tags, as a PyTorch variant index)")
     if plain:
         parts.append("default builds without a local tag (the package index's kind)")
     return "; ".join(parts)
