@@ -261,3 +261,54 @@ class PrivateEngine:
             with suppress(OSError):
                 controller.rmdir()
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+SIX_SHA256 = (
+    "4721f391ed90541fddacab5acf947aa0d3dc7d27b2e1e8eda2be8970586c3274"  # six-1.17.0-py2.py3-none-any.whl
+)
+SIX_URL = (
+    "https://files.pythonhosted.org/packages/b7/ce/149a00dd41f10bc29e5921b496af8b574d8413afcd5e30dfa0ed46c2cc5e/"
+    "six-1.17.0-py2.py3-none-any.whl"
+)
+
+
+def lock_by_hand(bundle: Path) -> Path:
+    """Mark the tiny test bundle (tests/data/bundles/tiny, one requirement: six==1.17.0) as locked, as
+    `envbuild lock` against PyPI writes it (its file, URL and sha256 copied from PyPI's simple page), so
+    build tests get past the refusal of an unlocked bundle without a resolver or a network."""
+    import json
+
+    path = bundle / "envbuild.lock.json"
+    lock = json.loads(path.read_text(encoding="utf-8"))
+    lock["resolved"] = True
+    lock["resolution"] = {
+        "resolver": "uv 0.13.9",
+        "envbuild_version": lock["envbuild_version"],
+        "python_version": lock["python_version"],
+        "implementation": "cp",
+        "platform": "x86_64-manylinux_2_36",
+        "wheel_tags": ["manylinux_2_36_x86_64"],
+        "index_urls": ["https://pypi.org/simple"],
+    }
+    lock["distributions"] = [
+        {
+            "name": "six",
+            "version": "1.17.0",
+            "files": [
+                {
+                    "filename": "six-1.17.0-py2.py3-none-any.whl",
+                    "url": SIX_URL,
+                    "sha256": SIX_SHA256,
+                    "size": 11050,
+                }
+            ],
+            "declared_by": ["requirements-rebuild.txt:2"],
+            "index": "https://pypi.org/simple",
+        }
+    ]
+    path.write_text(json.dumps(lock, indent=2) + "\n", encoding="utf-8")
+    (bundle / "requirements-rebuild.txt").write_text(
+        f"--require-hashes\n--only-binary :all:\n\nsix==1.17.0 \\\n    --hash=sha256:{SIX_SHA256}\n",
+        encoding="utf-8",
+    )
+    return bundle

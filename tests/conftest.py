@@ -50,7 +50,7 @@ def locked_pytorch_cpu(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for args in (
         ("render", "pytorch-cpu", "--out", bundle),
         ("lock", bundle, *LOCK_SOURCES),
-        ("fetch", bundle),
+        ("fetch", bundle, "--find-links", "/opt/wheels"),  # torch: from that folder, by name and sha256
     ):
         proc = envbuild(*args)
         assert proc.returncode == 0, f"envbuild {args[0]} exited {proc.returncode}:\n{proc.stderr}"

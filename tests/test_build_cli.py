@@ -44,6 +44,16 @@ def test_usage_errors_exit_2(args: list[str], message: str) -> None:
     assert "Traceback" not in proc.stderr
 
 
+def test_build_refuses_an_unlocked_bundle_before_the_engine(tmp_path: Path) -> None:
+    bundle = tmp_path / "tiny"
+    shutil.copytree(TINY, bundle)  # rendered, never locked ("resolved" absent: false)
+    proc = envbuild("build", str(bundle), "--tag", "x:1")
+    assert proc.returncode == 2, proc.stdout + proc.stderr  # 3 would mean the engine was asked first
+    assert f"{bundle}: not locked, so its requirements carry no hashes" in proc.stderr
+    assert f"run `envbuild lock {bundle}`" in proc.stderr and "Traceback" not in proc.stderr
+    assert not list(bundle.glob("build-*.log"))
+
+
 def test_fetch_command_reports_what_it_fetched(tmp_path: Path) -> None:
     bundle = tmp_path / "tiny"
     shutil.copytree(TINY, bundle)
@@ -82,9 +92,11 @@ def test_build_without_engine_exits_3_before_rendering(tmp_path: Path) -> None:
 
 @pytest.fixture()
 def tiny(tmp_path: Path) -> Path:
+    from build_support import lock_by_hand
+
     bundle = tmp_path / "tiny"
     shutil.copytree(TINY, bundle)
-    return bundle
+    return lock_by_hand(bundle)
 
 
 def test_engine_unreachable_exits_3(tiny: Path) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from build_support import PrivateEngine, envbuild, fill_up, small_tmpfs
+from build_support import PrivateEngine, envbuild, fill_up, lock_by_hand, small_tmpfs
 
 pytestmark = pytest.mark.docker
 BASE_IMAGE = os.environ.get("ENVBUILD_TEST_BASE_IMAGE", "envbuild/debian:12")
@@ -59,7 +59,7 @@ def test_an_engine_killed_mid_step_exits_3_names_the_step_and_moves_no_tag(
     engine: PrivateEngine, tmp_path: Path
 ) -> None:
     bundle = tmp_path / "tiny"
-    shutil.copytree(TINY, bundle)
+    lock_by_hand(Path(shutil.copytree(TINY, bundle)))
     first = build(bundle, engine)
     _, err = first.communicate(timeout=300)
     assert first.returncode == 0, err
@@ -110,7 +110,7 @@ def test_a_full_disk_for_the_build_log_is_named_and_nothing_is_built(
     shared one, only pinged) is never asked to build."""
     with small_tmpfs(tmp_path / "disk", 256) as disk:
         bundle = disk / "tiny"
-        shutil.copytree(TINY, bundle)
+        lock_by_hand(Path(shutil.copytree(TINY, bundle)))
         fill_up(disk)
         tag = f"envbuild-test/full-disk:{uuid.uuid4().hex[:12]}"
         proc = envbuild("build", bundle, "--tag", tag, "--base-image", BASE_IMAGE, "--no-record", "-q")

@@ -115,7 +115,12 @@ def test_install_offline_when_the_wheelhouse_has_wheels() -> None:
         if "pip install" in line:
             assert "--no-cache-dir" in line
     assert "python3.12 -m venv /opt/venv" in text
-    assert "--find-links /tmp/envbuild/tools envbuild" in text
+    # the validator's venv: only from tools/requirements.txt, hash-checked, offline, nothing resolved
+    assert "if [ -f /tmp/envbuild/tools/requirements.txt ]" in text
+    assert (
+        "/opt/envbuild/bin/python -m pip install --no-cache-dir --no-index --no-deps --require-hashes \\\n"
+        "        --find-links /tmp/envbuild/tools -r /tmp/envbuild/tools/requirements.txt" in text
+    )
 
 
 def test_apt_layers_clean_up_and_skip_recommends() -> None:

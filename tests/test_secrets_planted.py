@@ -146,7 +146,11 @@ def clean_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     proc = run("render", "pytorch-cpu", "--out", bundle)
     assert proc.returncode == 0, proc.stderr
     proc = run("build", bundle, "--tag", "envbuild-test/planted:x")
-    assert proc.returncode == 3, proc.stderr  # a clean bundle gets as far as the (absent) engine
+    # a clean bundle passes the context's secret check and is refused by the next one: not locked
+    assert proc.returncode == 2 and "not locked, so its requirements carry no hashes" in proc.stderr, (
+        proc.stderr
+    )
+    assert "secrets never go into a build context" not in proc.stderr
     return bundle
 
 

@@ -96,7 +96,8 @@ def fetch_command(
     "--fetch/--no-fetch",
     "do_fetch",
     default=None,
-    help="Fill the wheelhouse first (default: yes for a profile ref without --wheelhouse).",
+    help="Fill the wheelhouse first, locking the bundle when it is not (default: yes for a profile ref "
+    "without --wheelhouse). Without it, an unlocked bundle is refused.",
 )
 @option("--force", is_flag=True, help="Render a profile even with error findings.")
 @option("--quiet", "-q", is_flag=True, help="No live progress, step titles only.")
@@ -129,7 +130,7 @@ def build_command(
     find_links: tuple[str, ...],
 ) -> None:
     """Build BUNDLE_OR_PROFILE (a rendered bundle, a built-in profile or a .toml) into an image."""
-    from envbuild.image.build import build_image, check_build_args
+    from envbuild.image.build import build_image, check_build_args, check_locked
     from envbuild.image.cache import render_cached, resolve_source
     from envbuild.image.context import check_bundle, check_context
     from envbuild.image.engine import api_client
@@ -142,7 +143,8 @@ def build_command(
     if result is None:
         lock = check_bundle(bundle)  # an incomplete bundle or a damaged lock: exit 2 before the engine
         check_context(bundle, wheelhouse)  # a secret added to the bundle after render: exit 2, no engine
-        if not do_fetch:
+        if not do_fetch:  # unlocked, or not installable offline: exit 2 before the engine
+            check_locked(bundle, lock, wheelhouse if wheelhouse is not None else bundle / "wheelhouse")
             verify_wheelhouse(lock, wheelhouse if wheelhouse is not None else bundle / "wheelhouse")
             checked = True
     api = api_client()  # no engine: say so before rendering or downloading anything
@@ -162,10 +164,11 @@ def build_command(
             f"warning: {house} holds no wheels, so pip inside the build needs the package index "
             f"(and, behind TLS interception, --ca-cert); `envbuild fetch {bundle}` makes the build offline"
         )
-    if not any((bundle / "tools").glob("*.whl")):
+    if not (bundle / "tools" / "requirements.txt").is_file():
         _say(
-            f"warning: {bundle / 'tools'} holds no wheels, so the image gets no validator "
-            f"(/usr/local/bin/envbuild); `envbuild fetch {bundle}` adds it"
+            f"warning: {bundle / 'tools'} holds no tools/requirements.txt (envbuild's wheel and its locked "
+            f"dependencies), so the image gets no validator (/usr/local/bin/envbuild); "
+            f"`envbuild fetch {bundle}` adds it"
         )
     built = build_image(
         bundle,

@@ -28,6 +28,7 @@ from envbuild.image.engine import HOW_TO_START, api_client, engine_address, engi
 from envbuild.image.progress import BuildStream, Step, rich_progress
 from envbuild.image.refs import check_image_ref, check_network, check_tag, slug
 from envbuild.image.wheelhouse import verify_wheelhouse
+from envbuild.models import Lock
 
 SPOOL_BYTES = 64 << 20
 FINAL_CA_STAGE = "AS envbuild-final-ca"  # in a Dockerfile whose final stage can leave certs/ out
@@ -78,6 +79,37 @@ def check_build_args(
     return load_ca_certs(tuple(ca_certs))
 
 
+def check_locked(bundle: Path, lock: Lock, house: Path) -> None:
+    """Refuse (exit 2, before any engine) a bundle that would install anything unhashed or online.
+
+    An unlocked bundle (``"resolved": false``): its requirements carry no hashes.  A locked one with an
+    empty wheelhouse installs from the indexes inside the image, which cannot work when a locked file
+    came from a local ``--find-links`` folder (it is on no index) or the indexes need credentials
+    (never passed into a build)."""
+    from envbuild.lockurls import install_route
+
+    if not lock.resolved:
+        raise BundleError(
+            f"{bundle}: not locked, so its requirements carry no hashes and the build would install "
+            f"unchecked files; run `envbuild lock {bundle}` (then `envbuild fetch {bundle}` to build "
+            "offline), or pass --fetch, which locks first"
+        )
+    if any(house.glob("*.whl")):
+        return
+    route = install_route(lock)
+    if route.wheelhouse:
+        raise BundleError(
+            f"{house}: empty, and {len(route.local)} locked distribution(s) came from a local --find-links "
+            f"folder, on no index ({', '.join(route.local[:4])}{' ...' if len(route.local) > 4 else ''}); "
+            f"run `envbuild fetch {bundle} --find-links DIR` first"
+        )
+    if route.variables:
+        raise BundleError(
+            f"{house}: empty, and the lock's indexes need credentials ({', '.join(route.variables)}), which "
+            f"never enter a build; run `envbuild fetch {bundle}` with them set first"
+        )
+
+
 def build_image(
     bundle: Path,
     tag: str,
@@ -94,18 +126,11 @@ def build_image(
 ) -> BuildResult:
     """Build ``bundle`` as ``tag``; return what was built or raise :class:`BuildError`.
 
-    The wheelhouse is checked against the lock before the engine is used, unless ``wheels_checked``
-    says the caller just did (the CLI checks before it contacts the engine, or fetched them itself)."""
+    An unlocked bundle is refused (:func:`check_locked`).  The wheelhouse is checked against the lock
+    before the engine is used, unless ``wheels_checked`` says the caller just did (the CLI checks before
+    it contacts the engine, or fetched them itself)."""
     certs = check_build_args(tag, base_image, network, ca_certs)
     lock = check_bundle(bundle)
-    if not wheels_checked:
-        verify_wheelhouse(lock, wheelhouse if wheelhouse is not None else bundle / "wheelhouse")
-    if lock.declared and not lock.resolved and any(line.hashes for line in lock.declared):
-        raise BundleError(
-            f"{bundle}: a requirement carries --hash, so pip runs in hash-checking mode and refuses every "
-            "line without one; lock the bundle first (`envbuild lock` or `envbuild fetch`), which pins "
-            "every distribution with its hashes"
-        )
     if (
         certs
         and not keep_ca_cert
@@ -115,6 +140,10 @@ def build_image(
             f"{bundle / 'Dockerfile'}: rendered before the final image could leave --ca-cert out; "
             "re-render the bundle (`envbuild render`), or pass --keep-ca-cert to keep the CA in the image"
         )
+    house = wheelhouse if wheelhouse is not None else bundle / "wheelhouse"
+    check_locked(bundle, lock, house)
+    if not wheels_checked:
+        verify_wheelhouse(lock, house)
     api = client if client is not None else api_client()
     log_path = log_path_for(bundle, tag)
     started = time.monotonic()

@@ -2,9 +2,12 @@
 
 The bundle is locked first when it is not (``envbuild lock``, with the same ``--index-url`` /
 ``--find-links``); then exactly the locked files are downloaded, each checked against its sha256
-(:mod:`envbuild.image.wheelhouse`).  ``BUNDLE/tools/`` receives envbuild's own wheel
-plus its runtime dependencies, for the validator's separate venv in the image.  Each folder gets a
-``SHA256SUMS`` (sha256sum format) listing what it holds.
+(:mod:`envbuild.image.wheelhouse`); a file the lock took from a local ``--find-links`` folder (recorded
+by name and sha256, never by path) is copied from a folder given again with ``--find-links``.
+``BUNDLE/tools/`` receives envbuild's own wheel plus its runtime dependencies, locked with uv for the
+image and pinned with their sha256 in ``tools/requirements.txt`` (:mod:`envbuild.image.tools`), for the
+validator's separate venv in the image.  Each folder gets a ``SHA256SUMS`` (sha256sum format) listing
+what it holds.
 
 Blender (:func:`fetch_blender`): with ``blender.source = "pypi"`` the bpy wheel is a locked file like any
 other.  With ``"official"`` the Linux tarball and Blender's published checksum list
@@ -18,10 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -30,13 +30,12 @@ from pathlib import Path
 from envbuild.digest import sha256_file
 from envbuild.errors import BuildError, BundleError, UsageError
 from envbuild.image.context import check_bundle
-from envbuild.image.selfwheel import build_self_wheel
+from envbuild.image.tools import fetch_tools
 from envbuild.image.wheelhouse import download_locked
 from envbuild.lock.target import Target
 from envbuild.models import Finding, Lock, OsId
 
 MIN_TOOL_PYTHON = (3, 10)  # envbuild's own Requires-Python
-TAIL_LINES = 25
 
 
 @dataclass(frozen=True)
@@ -169,14 +168,6 @@ def target_args(lock: Lock) -> list[str]:
     return args
 
 
-def download_command(requirements: Path, dest: Path, lock: Lock, python: str = sys.executable) -> list[str]:
-    return [python, "-m", "pip", "download", "--dest", str(dest), *target_args(lock), "-r", str(requirements)]
-
-
-def tools_command(self_wheel: Path, dest: Path, lock: Lock, python: str = sys.executable) -> list[str]:
-    return [python, "-m", "pip", "download", "--dest", str(dest), *target_args(lock), str(self_wheel)]
-
-
 def write_sha256sums(folder: Path, known: Mapping[str, str] | None = None) -> tuple[str, ...]:
     """Write ``folder/SHA256SUMS`` for every ``*.whl`` in it; return the wheel names.
 
@@ -199,19 +190,6 @@ def write_sha256sums(folder: Path, known: Mapping[str, str] | None = None) -> tu
     return tuple(names)
 
 
-def _run_pip(command: list[str], what: str) -> None:
-    env = dict(os.environ)
-    env.setdefault("PIP_DISABLE_PIP_VERSION_CHECK", "1")
-    proc = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
-    if proc.returncode != 0:
-        lines = (proc.stdout + proc.stderr).strip().splitlines()
-        tail = "\n".join(f"  | {line}" for line in lines[-TAIL_LINES:])
-        raise BuildError(
-            f"fetch failed while downloading {what} (pip exit {proc.returncode}):\n{tail}\n"
-            "pip needs a reachable index (or PIP_FIND_LINKS) on this host; the image itself needs none."
-        )
-
-
 class LockFailed(BuildError):
     """``fetch`` locked an unresolved bundle first, and the resolution has error findings."""
 
@@ -228,7 +206,6 @@ def fetch(
     wheelhouse: Path | None = None,
     *,
     tools: bool = True,
-    python: str = sys.executable,
     index_urls: tuple[str, ...] = (),
     find_links: tuple[str, ...] = (),
     say: Callable[[str], None] = lambda _: None,
@@ -254,10 +231,13 @@ def fetch(
             raise LockFailed(outcome.findings)
         lock, locked_now = outcome.lock, True
     elif index_urls or find_links:
-        say("the bundle is already locked: its files are fetched from the URLs in its lock")
+        say(
+            "the bundle is already locked: its files are fetched from the URLs in its lock (a file it took "
+            "from a local --find-links folder from the folders given, matched by name and sha256)"
+        )
     dest.mkdir(parents=True, exist_ok=True)
     blender = fetch_blender(lock, dest, blender_tarball, say)
-    got = download_locked(lock, dest, say)
+    got = download_locked(lock, dest, say, find_links=find_links, index_urls=index_urls)
     say(f"{got.downloaded} file(s) downloaded, {got.kept} already in place with the locked sha256")
     wheels = write_sha256sums(dest, got.sha256)
     tool_names: tuple[str, ...] = ()
@@ -269,9 +249,7 @@ def fetch(
                 f"needs Python >= {'.'.join(map(str, MIN_TOOL_PYTHON))}; fetch with --no-tools to skip it"
             )
         tools_dir = bundle / "tools"
-        tools_dir.mkdir(exist_ok=True)
-        say(f"building envbuild's own wheel and downloading its dependencies into {tools_dir}")
-        self_wheel = build_self_wheel(tools_dir)
-        _run_pip(tools_command(self_wheel, tools_dir, lock, python), "envbuild's own dependencies")
+        say(f"building envbuild's own wheel and fetching its locked dependencies into {tools_dir}")
+        fetch_tools(lock, tools_dir, index_urls=index_urls, find_links=find_links, say=say)
         tool_names = write_sha256sums(tools_dir)
     return FetchResult(dest, wheels, tool_names, time.monotonic() - started, locked_now, blender)

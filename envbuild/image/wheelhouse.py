@@ -1,15 +1,19 @@
 """The wheelhouse of a resolved bundle: exactly the locked files, each checked against its sha256.
 
 ``fetch`` downloads every file the lock names (from the URL the resolver found it at: an index, or a
-``--find-links`` folder) and checks its bytes as they arrive; a file already present with the right
-hash is kept.  ``build`` calls :func:`verify_wheelhouse` before the engine is contacted, so a file whose
-bytes differ from the lock (same name, other content) stops the build with both hashes named.
+``--find-links`` URL, with the index's credentials filled from the environment) and checks its bytes as
+they arrive; a file the lock took from a local ``--find-links`` folder (recorded by name and sha256,
+never by path) is copied from a folder given to ``fetch --find-links`` and checked the same way; a file
+already present with the right hash is kept.  ``build`` calls :func:`verify_wheelhouse` before the
+engine is contacted, so a file whose bytes differ from the lock (same name, other content) stops the
+build with both hashes named.
 """
 
 from __future__ import annotations
 
 import errno
 import hashlib
+import shutil
 import zipfile
 import zlib
 from collections.abc import Callable
@@ -18,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envbuild.digest import sha256_file
-from envbuild.errors import BuildError, BundleError
+from envbuild.errors import BuildError, BundleError, UsageError
 from envbuild.models import Lock, LockedDistribution, LockedFile
 from envbuild.net import download, redact_url
 
@@ -33,14 +37,89 @@ def _safe_name(name: str) -> str:
     return name
 
 
-def _fetch_one(dist: LockedDistribution, file: LockedFile, dest: Path) -> bool:
+def _from_folders(
+    dist: LockedDistribution, file: LockedFile, target: Path, folders: tuple[Path, ...]
+) -> None:
+    """Copy a file the lock took from a local ``--find-links`` folder (recorded by name and sha256 only)
+    from one of ``folders`` into ``target``, checking its sha256."""
+    other: list[str] = []
+    for folder in folders:
+        candidate = folder / file.filename
+        if not candidate.is_file():
+            continue
+        got = sha256_file(candidate)
+        if got != file.sha256:
+            other.append(f"{candidate} (sha256 {got})")
+            continue
+        part = target.with_name(target.name + ".part")
+        try:
+            shutil.copyfile(candidate, part)
+            part.replace(target)
+        except OSError as exc:
+            part.unlink(missing_ok=True)
+            raise BuildError(f"fetch: cannot copy {candidate} to {target}: {exc.strerror or exc}") from None
+        return
+    where = (
+        "; the folder(s) given hold another file by that name: " + ", ".join(other)
+        if other
+        else f" in {', '.join(map(str, folders))}"
+        if folders
+        else ""
+    )
+    raise UsageError(
+        f"fetch: {dist.spec}: the lock took {file.filename} (sha256 {file.sha256}) from a local --find-links "
+        f"folder, which it records by file name and sha256, not by path, and it is not in the wheelhouse"
+        f"{where}. Pass the folder that holds it: `envbuild fetch BUNDLE --find-links DIR`"
+    )
+
+
+def with_credentials(url: str, lock: Lock, index_urls: tuple[str, ...] = ()) -> str:
+    """``url`` with the user info of the lock's index (or ``--find-links`` URL) on the same host, its
+    ``${VAR}`` references filled from the environment (as pip fills them), or of a given ``index_urls``
+    entry; unchanged when none has user info.  A variable left unset is a usage error naming it."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    from envbuild.lockurls import expand, unset_variables
+
+    parts = urlsplit(url)
+    if "@" in parts.netloc:
+        return url
+    res = lock.resolution
+    candidates = [*index_urls, *((res.index_urls + res.find_links) if res is not None else ())]
+    for candidate in candidates:
+        index = urlsplit(candidate)
+        if "@" not in index.netloc or index.netloc.rsplit("@", 1)[1] != parts.netloc:
+            continue
+        info = index.netloc.rsplit("@", 1)[0]
+        unset = unset_variables(info)
+        if unset:
+            raise UsageError(
+                f"fetch: {redact_url(url)} is on an index that needs credentials ({redact_url(candidate)}): "
+                f"set {', '.join(unset)} in the environment (the lock names them, never their values)"
+            )
+        return urlunsplit(parts._replace(netloc=f"{expand(info)}@{parts.netloc}"))
+    return url
+
+
+def _fetch_one(
+    dist: LockedDistribution,
+    file: LockedFile,
+    dest: Path,
+    folders: tuple[Path, ...] = (),
+    lock: Lock | None = None,
+    index_urls: tuple[str, ...] = (),
+) -> bool:
     """Download ``file`` into ``dest`` unless it is there with the right hash; True when downloaded."""
     target = dest / _safe_name(file.filename)
     if target.is_file() and sha256_file(target) == file.sha256:
         return False
+    if not file.url:  # from a local --find-links folder: found again by name and sha256
+        _from_folders(dist, file, target, folders)
+        return True
     digest = hashlib.sha256()
+    url = with_credentials(file.url, lock, index_urls) if lock is not None else file.url
     try:
-        download(file.url, target, update=digest.update)
+        download(url, target, update=digest.update)
     except OSError as exc:
         if exc.errno in DISK_ERRNOS:  # download() removed its .part file; the wheelhouse is as it was
             raise BuildError(
@@ -70,13 +149,28 @@ class Downloaded:
     sha256: dict[str, str]  # file name -> sha256, each checked against the lock
 
 
-def download_locked(lock: Lock, dest: Path, say: Callable[[str], None] = lambda _: None) -> Downloaded:
-    """Every locked file into ``dest``, each checked against its sha256."""
-    jobs = [(dist, file) for dist in lock.distributions for file in dist.files]
+def download_locked(
+    lock: Lock,
+    dest: Path,
+    say: Callable[[str], None] = lambda _: None,
+    *,
+    find_links: tuple[str, ...] = (),
+    index_urls: tuple[str, ...] = (),
+    distributions: tuple[LockedDistribution, ...] | None = None,
+) -> Downloaded:
+    """Every locked file (of ``distributions``, default the lock's) into ``dest``, each checked against
+    its sha256.  A file the lock took from a local ``--find-links`` folder is copied from one of the
+    local folders in ``find_links``; a file on an index with credentials is downloaded with them
+    (:func:`with_credentials`)."""
+    from envbuild.lockurls import is_local, local_path
+
+    folders = tuple(Path(local_path(link)) for link in find_links if is_local(link))
+    dists = lock.distributions if distributions is None else distributions
+    jobs = [(dist, file) for dist in dists for file in dist.files]
     total = sum(f.size or 0 for _, f in jobs)
     say(f"fetching {len(jobs)} locked file(s) ({total / 1e6:.0f} MB) into {dest}")
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
-        done = list(pool.map(lambda job: _fetch_one(job[0], job[1], dest), jobs))
+        done = list(pool.map(lambda job: _fetch_one(job[0], job[1], dest, folders, lock, index_urls), jobs))
     checked = {file.filename: file.sha256 for _, file in jobs}
     return Downloaded(sum(done), len(done) - sum(done), checked)
 
