@@ -164,10 +164,10 @@ def test_toolkits(cat, variant, image_version, driver, family) -> None:  # type:
 
 def test_images(cat) -> None:  # type: ignore[no-untyped-def]
     assert cat.cuda_image(cat.cuda_toolkit("cu128"), "devel", "ubuntu24.04") == (
-        "nvidia/cuda:12.8.1-cudnn-devel-ubuntu24.04"
+        "nvidia/cuda:12.8.1-devel-ubuntu24.04"
     )
-    assert cat.cuda_image(cat.cuda_toolkit("cu118"), "runtime", "ubuntu22.04") == (
-        "nvidia/cuda:11.8.0-cudnn8-runtime-ubuntu22.04"
+    assert cat.cuda_image(cat.cuda_toolkit("cu118"), "base", "ubuntu22.04") == (
+        "nvidia/cuda:11.8.0-base-ubuntu22.04"
     )
     assert (
         cat.rocm_image(cat.rocm_version("rocm6.3"), "ubuntu22.04", complete=False)

@@ -242,8 +242,25 @@ CASES: list[tuple[str, dict[str, Any], str | None, set[str], set[str], bool]] = 
     ("wheel-any", {"lines": (req(WHEEL_ANY, "tiny"),)}, None, set(), {"E-WHEEL-TAGS"}, True),
     ("wheel-glibc-2.40-on-2.39", {"lines": (req(WHEEL_PLAT, "fast"),)}, None, {"E-WHEEL-TAGS"}, set(), False),
     # base images (§5)
-    ("cuda-debian12", {"os": "debian12", "python": "3.11"}, None, {"E-BASE-UNAVAILABLE"}, set(), False),
-    ("cu118-ubuntu24.04", {"version": "11.8"}, None, {"E-BASE-UNAVAILABLE"}, set(), False),
+    # no nvidia/cuda image for the OS: the plain OS image, NVIDIA_REQUIRE_CUDA set by the Dockerfile
+    (
+        "cuda-debian12",
+        {"os": "debian12", "python": "3.11"},
+        None,
+        {"I-BASE-DERIVED"},
+        {"E-BASE-UNAVAILABLE"},
+        True,
+    ),
+    ("cu118-ubuntu24.04", {"version": "11.8"}, None, {"I-BASE-DERIVED"}, {"E-BASE-UNAVAILABLE"}, True),
+    # ... but nvcc comes only with NVIDIA's devel image
+    (
+        "cuda-debian12-compiles",
+        {"os": "debian12", "python": "3.11", "compile_extensions": True},
+        None,
+        {"E-BASE-UNAVAILABLE"},
+        set(),
+        False,
+    ),
     (
         "rocm-debian12",
         {"backend": "rocm", "targets": ("mi300x",), "os": "debian12", "python": "3.11"},

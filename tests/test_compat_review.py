@@ -194,15 +194,16 @@ CASES: list[Case] = [
         {"E-BASE-UNAVAILABLE"},
         ("no nvidia/cuda image for ubuntu24.04",),
     ),
-    # §1 "2.7.x: cu118 ..."; §5 11.8.0 tags on ubuntu22.04: the error offers the variants that have images
+    # §1 "2.7.x: cu118 ..."; §5 11.8.0 tags on ubuntu22.04 only: the plain ubuntu:24.04 image, with the
+    # Dockerfile setting NVIDIA_REQUIRE_CUDA (was E-BASE-UNAVAILABLE; nvcc still needs the devel image)
     (
         "2.7-cu118-u24",
         {"version": "11.8"},
         (),
-        False,
+        True,
+        {"I-BASE-DERIVED"},
         {"E-BASE-UNAVAILABLE"},
-        set(),
-        ('accelerator.version = "12.6" or "12.8"',),
+        ("publishes no CUDA 11.8.0 image for ubuntu24.04", "NVIDIA_REQUIRE_CUDA=cuda>=11.8"),
     ),
     # §1 ROCm "2.5.x: rocm6.1, rocm6.2"; §5 rocm/dev-ubuntu-24.04:6.2 tags. fixed: was E-BASE-UNAVAILABLE
     (

@@ -113,5 +113,6 @@ def test_pypi_on_cuda_keeps_the_graphics_capability_for_optix(tmp_path: Path) ->
     result = check(load_profile(path))
     assert result.ok, result.findings
     text = render_dockerfile(result.plan)
-    assert "NVIDIA_DRIVER_CAPABILITIES=compute,utility,graphics" in text
+    assert 'NVIDIA_DRIVER_CAPABILITIES="compute,utility,graphics"' in text
+    assert result.plan.base_image == "ubuntu:24.04"  # bpy carries its own kernels too
     assert "AS blender" not in text and "/opt/blender" not in text  # bpy: no tarball stage

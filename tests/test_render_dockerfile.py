@@ -64,7 +64,7 @@ CA_STAGES = ("AS envbuild-ca", "AS envbuild-no-ca", "AS envbuild-final-ca")
 def test_contract_layout() -> None:
     text = render_dockerfile(cuda_plan())
     first = dockerfile.parse_string(text)[0]
-    assert (first.cmd, first.value) == ("ARG", ('BASE_IMAGE="nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04"',))
+    assert (first.cmd, first.value) == ("ARG", ('BASE_IMAGE="nvidia/cuda:12.8.1-base-ubuntu24.04"',))
     builder, final = stages(text)
     assert builder[0] == ("FROM", "${BASE_IMAGE} AS builder")
     assert final[0] == ("FROM", "${BASE_IMAGE}")
@@ -148,7 +148,16 @@ def test_labels_and_env() -> None:
     assert 'org.envbuild.profile-sha256="' + plan.profile.sha256 + '"' in text
     assert 'org.envbuild.version="0.1.0"' in text and 'org.envbuild.profile="train"' in text
     assert 'org.opencontainers.image.description="A | B"' in text
-    assert "NVIDIA_DRIVER_CAPABILITIES=compute,utility" in text
+    assert 'NVIDIA_DRIVER_CAPABILITIES="compute,utility"' in text
+    assert "NVIDIA_REQUIRE_CUDA" not in text  # NVIDIA's base image sets it
+
+
+def test_plain_os_base_sets_nvidia_require_cuda() -> None:
+    """Where no NVIDIA image sets it (debian12, Blender), the Dockerfile does, from the plan's CUDA."""
+    text = render_dockerfile(cuda_plan(base_image="debian:12", base_flavor="os", accelerator_version="12.6"))
+    *_, final = stages(text)
+    env = next(v for c, v in final if c == "ENV" and v.startswith("PATH "))
+    assert 'NVIDIA_REQUIRE_CUDA "cuda>=12.6"' in env and 'NVIDIA_VISIBLE_DEVICES "all"' in env
 
 
 def test_deadsnakes_and_rocm() -> None:
@@ -180,7 +189,7 @@ def test_blender_is_verified_before_extracting() -> None:
     assert verify < run.index("tar -xJf blender-4.5.3-linux-x64.tar.xz")
     assert "grep -E '[ *]blender-4\\.5\\.3-linux-x64\\.tar\\.xz$' blender-4.5.3.sha256" in run
     assert ("COPY", "/opt/blender /opt/blender") in final
-    assert "NVIDIA_DRIVER_CAPABILITIES=compute,utility,graphics" in text
+    assert 'NVIDIA_DRIVER_CAPABILITIES="compute,utility,graphics"' in text
 
 
 @pytest.mark.parametrize(

@@ -483,12 +483,36 @@ class RocmVersion(Row):
         not_empty("image_os", self.image_os)
 
 
+class ContainerEnv(Row):
+    """What NVIDIA's images set for the container toolkit, set by the Dockerfile on a plain OS base."""
+
+    require: str  # NVIDIA_REQUIRE_CUDA, {version} = the plan's CUDA X.Y
+    capabilities: str  # NVIDIA_DRIVER_CAPABILITIES
+    graphics_capabilities: str  # the same for Blender (OptiX needs the driver's graphics libraries)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if "{version}" not in self.require:
+            raise ValueError(f"require: {self.require!r} does not name {{version}}")
+
+    def require_cuda(self, version: str) -> str:
+        return self.require.format(version=version)
+
+
+class RocmTools(Row):
+    """The vendor tools the validator reads on AMD machines, for which a ROCm plan keeps a ROCm base."""
+
+    tools: tuple[str, ...]
+
+
 class Toolkits(Record):
     image_repository: str
     image_source: str
+    container_env: ContainerEnv
     family: tuple[CudaFamily, ...]
     cuda: tuple[CudaToolkit, ...]
     rocm_image: RocmImage
+    rocm_tools: RocmTools
     rocm: tuple[RocmVersion, ...]
 
     def __post_init__(self) -> None:

@@ -74,6 +74,18 @@ def _torch_row(plan: Plan) -> str:
     return f"{plan.torch_version} ({plan.torch_variant} build)" if plan.torch_variant else plan.torch_version
 
 
+def _base_row(plan: Plan) -> str:
+    """``nvidia/cuda:13.0.2-base-ubuntu24.04 [cuda-base]``; on a plain OS base for CUDA, what the
+    Dockerfile sets in place of NVIDIA's image: ``debian:12 [os; NVIDIA_REQUIRE_CUDA=cuda>=12.6 ...]``."""
+    from envbuild.plan.environment import nvidia_env
+
+    row = f"{plan.base_image} [{plan.base_flavor}"
+    require = dict(nvidia_env(plan)).get("NVIDIA_REQUIRE_CUDA")
+    if require:
+        row += f"; the Dockerfile sets NVIDIA_REQUIRE_CUDA={require}"
+    return row + "]"
+
+
 def _print_human(result: CheckResult, *, verbose: bool = False) -> None:
     from envbuild.cli._text import Text
 
@@ -89,7 +101,7 @@ def _print_human(result: CheckResult, *, verbose: bool = False) -> None:
             )
             or "-",
         ),
-        ("base image", f"{plan.base_image} [{plan.base_flavor}]"),
+        ("base image", _base_row(plan)),
         ("os / python", f"{plan.os_name} / Python {plan.python_version} ({plan.python_provision})"),
         ("backend", f"{plan.backend} {plan.accelerator_version or ''}".strip()),
         ("torch", _torch_row(plan)),

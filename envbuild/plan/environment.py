@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from envbuild.catalog import OsEntry
+from envbuild.catalog import OsEntry, load_catalog
 from envbuild.errors import choices
+from envbuild.models import Plan
 from envbuild.plan.context import Context, cite
 from envbuild.plan.findings import Findings
 from envbuild.plan.suggest import cuda_name, cuda_wheels_for
@@ -58,10 +59,13 @@ def _os_setting(ctx: Context) -> str:
 
 
 def _needed_image(ctx: Context, os_id: str) -> tuple[str, str, tuple[str, ...]] | None:
-    """(what, image on ``os_id``, OSes the catalog has it for) of the toolkit image the plan needs."""
-    if ctx.backend == "cuda" and ctx.toolkit is not None:
+    """(what, image on ``os_id``, OSes the catalog has it for) of the toolkit image the plan prefers.
+
+    None when the plan's base is the plain OS image whatever the OS (Blender on CUDA carries its own
+    kernels)."""
+    if ctx.backend == "cuda" and ctx.toolkit is not None and not ctx.profile.blender.version:
         tk = ctx.toolkit
-        image = ctx.catalog.cuda_image(tk, "runtime", os_id).replace("-runtime-", "-<flavor>-")
+        image = ctx.catalog.cuda_image(tk, "<flavor>", os_id)
         return f"{ctx.catalog.toolkits.image_repository} CUDA {tk.image_version}", image, tk.image_os
     if ctx.backend == "rocm" and ctx.rocm is not None:
         rv = ctx.rocm
@@ -129,8 +133,37 @@ def _other_variants(ctx: Context) -> str:
     return f", or accelerator.version = {quoted} (has an image for {os_id})"
 
 
+def _compiles_why(ctx: Context) -> str:
+    if ctx.patch is not None and ctx.profile.validate_.compile_extensions:
+        return f"{ctx.setting('validate.compile_extensions')} builds a C++/CUDA extension on arrival"
+    return "a requirement is built from source in the image (a VCS or sdist URL, or --no-binary)"
+
+
+def _plain_os_cuda(ctx: Context, why: str, out: Findings) -> tuple[str, str]:
+    """The plain OS image for a CUDA plan; the Dockerfile sets what NVIDIA's images set (container_env)."""
+    env = ctx.catalog.toolkits.container_env
+    tk = ctx.toolkit
+    assert tk is not None
+    caps = env.graphics_capabilities if ctx.profile.blender.version else env.capabilities
+    out.info(
+        "I-BASE-DERIVED",
+        f"base image {ctx.os.image}, the plain OS image: {why}. The Dockerfile sets NVIDIA_REQUIRE_CUDA="
+        f"{env.require_cuda(tk.version)} (the NVIDIA container toolkit refuses a driver too old for CUDA "
+        f"{tk.version}), NVIDIA_VISIBLE_DEVICES=all and NVIDIA_DRIVER_CAPABILITIES={caps}",
+        source=cite(("NVIDIA container toolkit", env), (f"CUDA {tk.version}", tk)),
+    )
+    return ctx.os.image, "os"
+
+
 def base_image(ctx: Context, out: Findings) -> tuple[str, str]:
-    """(image, flavor)."""
+    """(image, flavor): the smallest base that does the job, with an I-BASE-DERIVED saying why.
+
+    CUDA: torch's wheels bring CUDA's and cuDNN's libraries (``nvidia-*`` / ``cuda-toolkit`` wheels),
+    so ``nvidia/cuda:<X.Y.Z>-base-<os>`` (libcudart and NVIDIA_REQUIRE_CUDA); ``-devel-`` only when
+    nvcc is needed (``ctx.compiles``); the plain OS image, with NVIDIA's variables set by the
+    Dockerfile, for Blender (its own CUDA and OptiX kernels) and where nvidia/cuda has no image for
+    the OS.  ROCm: ``rocm/dev`` for the vendor tools the validator reads (and the HIP runtime
+    Blender loads), ``-complete`` for hipcc and ROCm's libraries when something is compiled."""
     explicit = ctx.profile.base.image
     if explicit:
         out.info(
@@ -141,39 +174,112 @@ def base_image(ctx: Context, out: Findings) -> tuple[str, str]:
         )
         return explicit, "explicit"
     os_id = ctx.os.id
+    repository = ctx.catalog.toolkits.image_repository
     if ctx.backend == "cuda" and ctx.toolkit is not None:
         tk = ctx.toolkit
-        flavor = "devel" if ctx.compiles else "runtime"
-        if os_id not in tk.image_os:
-            out.error(
-                "E-BASE-UNAVAILABLE",
-                f"{ctx.catalog.toolkits.image_repository} has no CUDA {tk.image_version} image for {os_id} "
-                f"({_os_setting(ctx)}; the image exists for {', '.join(tk.image_os)}); set base.os to one "
-                f"of {choices(tk.image_os)} or base.image{_other_variants(ctx)}",
-                source=cite((f"CUDA {tk.version}", tk), ctx.catalog.toolkits.image_source),
+        src = cite((f"CUDA {tk.version}", tk), ctx.catalog.toolkits.image_source)
+        if ctx.compiles:
+            if os_id not in tk.image_os:
+                out.error(
+                    "E-BASE-UNAVAILABLE",
+                    f"nvcc is needed ({_compiles_why(ctx)}), and {repository} has no CUDA "
+                    f"{tk.image_version} devel image for {os_id} ({_os_setting(ctx)}; the image exists for "
+                    f"{', '.join(tk.image_os)}); set base.os to one of {choices(tk.image_os)} or "
+                    f"base.image{_other_variants(ctx)}",
+                    source=src,
+                )
+            image = ctx.catalog.cuda_image(tk, "devel", os_id)
+            out.info(
+                "I-BASE-DERIVED",
+                f"base image {image}: nvcc is needed ({_compiles_why(ctx)}), and only the devel flavor "
+                "has it",
+                source=src,
             )
-        return ctx.catalog.cuda_image(tk, flavor, os_id), f"cuda-{flavor}"
+            return image, "cuda-devel"
+        if ctx.profile.blender.version:
+            return _plain_os_cuda(
+                ctx,
+                "Blender carries its own CUDA and OptiX kernels and needs only the driver, which the NVIDIA "
+                "container toolkit mounts",
+                out,
+            )
+        if os_id not in tk.image_os:
+            return _plain_os_cuda(
+                ctx,
+                f"{repository} publishes no CUDA {tk.image_version} image for {os_id} ({_os_setting(ctx)}; "
+                f"it has one for {', '.join(tk.image_os)})",
+                out,
+            )
+        image = ctx.catalog.cuda_image(tk, "base", os_id)
+        what = (
+            "torch's CUDA wheels bring CUDA's and cuDNN's libraries as nvidia-* wheels, so a runtime or "
+            "cudnn image would only duplicate them"
+            if ctx.patch is not None or ctx.uncataloged
+            else "nothing in the plan needs more of CUDA (set base.image for a toolkit image)"
+        )
+        out.info(
+            "I-BASE-DERIVED",
+            f"base image {image}, the base flavor (libcudart, and NVIDIA_REQUIRE_CUDA, so the NVIDIA "
+            f"container toolkit refuses a driver too old for CUDA {tk.version}): {what}",
+            source=src,
+        )
+        return image, "cuda-base"
     if ctx.backend == "rocm" and ctx.rocm is not None:
         rv = ctx.rocm
+        rocm_src = cite(
+            (f"ROCm {rv.version}", rv),
+            (f"{ctx.catalog.toolkits.rocm_image.repository}", ctx.catalog.toolkits.rocm_image),
+        )
         if os_id not in rv.image_os:
             out.error(
                 "E-BASE-UNAVAILABLE",
                 f"no ROCm {rv.version} dev image for {os_id} ({_os_setting(ctx)}; the image exists for "
                 f"{', '.join(rv.image_os)}); set base.os to one of {choices(rv.image_os)} or "
                 f"base.image{_other_variants(ctx)}",
-                source=cite(
-                    (f"ROCm {rv.version}", rv),
-                    (f"{ctx.catalog.toolkits.rocm_image.repository}", ctx.catalog.toolkits.rocm_image),
-                ),
+                source=rocm_src,
             )
-        flavor = "rocm-complete" if ctx.compiles else "rocm-dev"
-        return ctx.catalog.rocm_image(rv, os_id, complete=ctx.compiles), flavor
+        image = ctx.catalog.rocm_image(rv, os_id, complete=ctx.compiles)
+        tools = ctx.catalog.toolkits.rocm_tools
+        if ctx.compiles:
+            why = (
+                f"hipcc and ROCm's libraries are needed ({_compiles_why(ctx)}), and the -complete image "
+                "has them"
+            )
+        else:
+            needs = [f"{' and '.join(tools.tools)}, which `envbuild validate` compares torch's devices with"]
+            if ctx.profile.blender.version:
+                needs.insert(0, "the HIP runtime Blender's HIP backend loads")
+            wheels = "; torch's ROCm wheels bundle ROCm's libraries" if ctx.patch is not None else ""
+            why = (
+                f"the ROCm dev image, for {' and for '.join(needs)} (AMD's repository, which ships them, "
+                f"is not a package index envbuild installs from){wheels}"
+            )
+        out.info(
+            "I-BASE-DERIVED",
+            f"base image {image}: {why}",
+            source=cite(rocm_src, ("validator's AMD tools", tools)),
+        )
+        return image, "rocm-complete" if ctx.compiles else "rocm-dev"
     if ctx.backend != "cpu":
         out.warning(
             "W-BASE-OS",
             f"no {ctx.backend} toolkit could be resolved: falling back to the plain OS image {ctx.os.image}",
         )
     return ctx.os.image, "os"
+
+
+def nvidia_env(plan: Plan) -> tuple[tuple[str, str], ...]:
+    """The NVIDIA container toolkit's variables the final image sets, ``()`` unless the backend is CUDA:
+    the devices and the driver capabilities (graphics too for Blender: OptiX), and, on a plain OS base
+    (NVIDIA's images set it themselves), NVIDIA_REQUIRE_CUDA for the plan's CUDA version."""
+    if plan.backend != "cuda":
+        return ()
+    env = load_catalog().toolkits.container_env
+    caps = env.graphics_capabilities if plan.blender_version else env.capabilities
+    pairs = [("NVIDIA_VISIBLE_DEVICES", "all"), ("NVIDIA_DRIVER_CAPABILITIES", caps)]
+    if plan.base_flavor == "os" and plan.accelerator_version:
+        pairs.insert(0, ("NVIDIA_REQUIRE_CUDA", env.require_cuda(plan.accelerator_version)))
+    return tuple(pairs)
 
 
 def check_glibc(ctx: Context, out: Findings) -> None:

@@ -11,7 +11,7 @@ CODES: dict[str, str] = {
     # errors: the plan cannot work as declared (check exits 1, render refuses without --force)
     "E-ABI-MISMATCH": "a compiled torch extension is built for another torch, CUDA/ROCm build or C++ ABI",
     "E-ARCH-MISSING": "the torch wheel has no kernels for a target arch (same-major cubin, +PTX, exact gfx)",
-    "E-BASE-UNAVAILABLE": "no nvidia/cuda or rocm/dev image for this toolkit on the chosen OS",
+    "E-BASE-UNAVAILABLE": "no nvidia/cuda devel image (nvcc) or rocm/dev image for this toolkit on the OS",
     "E-BLENDER-BPY-MISSING": "blender.source = pypi: the Blender patch release has no bpy wheel",
     "E-BLENDER-BPY-PYTHON": "blender.source = pypi: python.version is not the CPython of the bpy wheels",
     "E-BLENDER-BPY-UNAVAILABLE": "blender.source = pypi: the Blender series publishes no Linux bpy wheel",
@@ -90,6 +90,7 @@ CODES: dict[str, str] = {
     "I-ABI-WHEEL-URL": "a pinned release has no wheel on the index; where its own release wheels are",
     "I-ACCEL-PATCH": "accelerator.version names a patch; the wheel variant's own toolkit/ROCm image is used",
     "I-ARCH-COMPAT": "the card runs older same-major cubins",
+    "I-BASE-DERIVED": "the base image chosen, and why: nothing heavier than the workload needs",
     "I-BASE-EXPLICIT": "base.image is used as given",
     "I-CARD-DEVICES": "a card presents as several devices (MI250X: 2 GCDs); gpus and memory count devices",
     "I-APT-SNAPSHOT": "apt reads the distribution's snapshot archive at the profile's instant",

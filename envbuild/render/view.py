@@ -21,6 +21,7 @@ from envbuild.models import (
     WORKDIR_IN_IMAGE,
     Plan,
 )
+from envbuild.plan.environment import nvidia_env
 from envbuild.render.apt import apt_packages, runtime_packages
 from envbuild.render.constraints import constraint_value
 from envbuild.render.lockfile import checked_env
@@ -71,7 +72,9 @@ class DockerfileView(Record, kw_only=False):
     env: tuple[EnvVar, ...]
     labels: tuple[EnvVar, ...]
     blender: Blender | None  # the official tarball's stage (blender.source = "official")
-    cycles: bool  # Blender renders in the image (either source): OptiX needs the driver's graphics libraries
+    # NVIDIA container toolkit variables (CUDA only): devices, capabilities (graphics for Blender's OptiX),
+    # and NVIDIA_REQUIRE_CUDA on a plain OS base, where no NVIDIA image sets it
+    nvidia_env: tuple[EnvVar, ...]
     extra_groups: str  # "video" for ROCm (device access), "" otherwise
     constraints: bool  # the bundle carries constraints/ (copied into the builder stage)
     venv: str = VENV_PATH_IN_IMAGE
@@ -161,7 +164,7 @@ def dockerfile_view(plan: Plan, command: str) -> DockerfileView:
         env=tuple(env),
         labels=labels,
         blender=_blender(plan),
-        cycles=plan.blender_version is not None,
+        nvidia_env=tuple(EnvVar(k, docker_str(v, k)) for k, v in nvidia_env(plan)),
         extra_groups="video" if plan.backend == "rocm" else "",
         constraints=any(constraint_value(line) is not None for line in plan.requirements),
     )
