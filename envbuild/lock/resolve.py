@@ -28,7 +28,6 @@ from envbuild import __version__
 from envbuild.errors import EXIT_FINDINGS, EnvbuildError
 from envbuild.lock.sources import source_build_facts
 from envbuild.lock.target import Target
-from envbuild.lockurls import is_local, lock_file_url, lock_urls, remote_links
 from envbuild.lock.uv import (
     Annotation,
     ResolverFailed,
@@ -39,6 +38,7 @@ from envbuild.lock.uv import (
     uv_binary,
     uv_version,
 )
+from envbuild.lockurls import is_local, lock_file_url, lock_urls, remote_links
 from envbuild.models import (
     Finding,
     Lock,
