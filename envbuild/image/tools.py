@@ -92,8 +92,8 @@ def lock_tools(
 
 
 def _lines(tools: ToolsLock, lock: Lock) -> Iterator[str]:
-    yield f"# tools/requirements.txt, locked by envbuild {__version__} with {tools.resolver} for CPython "
-    yield f"#   {lock.python_version}, {tools.platform}: the validator's venv (/opt/envbuild in the image)."
+    yield f"# tools/requirements.txt, locked by envbuild {__version__} with {tools.resolver}"
+    yield f"#   for CPython {lock.python_version}, {tools.platform}: the validator's venv (/opt/envbuild)."
     yield "# envbuild's own wheel (built by `envbuild fetch` from the installed envbuild) and its"
     yield "# dependencies, each pinned to the sha256 of its file in this folder. Install with"
     yield f"#   {INSTALL}"
