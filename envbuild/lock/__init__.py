@@ -90,6 +90,7 @@ def lock_bundle(
         index_urls=index_urls,
         find_links=find_links,
         constraint_files=lock.constraint_files,
+        forced="--force" in inputs.command.split(),
     )
     result = replanned.result
     changed = tuple(plan_changes(replanned.before.plan, result.plan))

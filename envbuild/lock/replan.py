@@ -27,7 +27,11 @@ from envbuild.models import CheckResult, Finding, Plan
 from envbuild.plan.resolved import ResolvedTorch, ServedTorch, torch_from
 from envbuild.render.lockfile import declared_lines, make_lock
 
-PlanFn = Callable[..., CheckResult]  # envbuild.plan.check with the profile bound: served=, resolved=, ...
+PlanFn = Callable[..., CheckResult]
+# Plan errors after which the pins cannot resolve (a build nobody serves, a torch nobody knows).
+NO_RESOLUTION = frozenset(
+    {"E-VARIANT-NOT-SERVED", "E-VARIANT-UNAVAILABLE", "E-TORCH-UNKNOWN", "E-RESOLVED-BUILD"}
+)  # envbuild.plan.check with the profile bound: served=, resolved=, ...
 
 
 @dataclass(frozen=True)
@@ -38,9 +42,20 @@ class Replanned:
     served: ServedTorch
     torch: ResolvedTorch | None  # the torch the resolved set installs
 
+    forced: bool = False  # the plan's errors before resolution were accepted (render --force)
+
     @property
     def ok(self) -> bool:
-        return self.result.ok and self.resolved is not None and self.resolved.ok
+        if self.resolved is None or not self.resolved.ok:
+            return False
+        known = (
+            {(f.code, f.message) for f in self.before.findings if f.severity == "error"}
+            if self.forced
+            else set()
+        )
+        return not any(
+            f.severity == "error" and (f.code, f.message) not in known for f in self.result.findings
+        )
 
 
 def _resolver_input(plan: Plan) -> tuple[object, ...]:
@@ -86,16 +101,26 @@ def resolve_and_replan(
     index_urls: Iterable[str] = (),
     find_links: Iterable[str] = (),
     constraint_files: tuple[str, ...] | None = None,
+    forced: bool = False,
 ) -> Replanned:
-    """Resolve the plan of ``plan_fn`` and derive it again from the resolved set (see the module doc)."""
+    """Resolve the plan of ``plan_fn`` and derive it again from the resolved set (see the module doc).
+
+    ``forced``: the bundle was rendered with ``--force``, so the error findings its plan had before
+    resolution do not stop the resolution (new ones do)."""
     index_urls, find_links = tuple(index_urls), tuple(find_links)
     before = plan_fn(strict_torch=False)
     first_lock = make_lock(before.plan, constraint_files=constraint_files)
     sources, _ = sources_for(first_lock, index_urls, find_links)
     served = served_torch(sources, Target.of(first_lock))
     current = plan_fn(served=served)
-    if not current.ok:
-        return Replanned(before, _with(current, ()), None, served, None)
+
+    def blocked(result: CheckResult) -> bool:
+        """An error that makes resolving the plan's pins meaningless (the resolver would only report a
+        conflict); other errors are reported beside the resolution's findings."""
+        return any(f.code in NO_RESOLUTION for f in result.findings)
+
+    if blocked(current):
+        return Replanned(before, _with(current, ()), None, served, None, forced)
 
     def run(plan: Plan) -> Resolved:
         lock = make_lock(plan, constraint_files=constraint_files)
@@ -103,11 +128,11 @@ def resolve_and_replan(
 
     resolved = run(current.plan)
     if not resolved.ok:
-        return Replanned(before, _with(current, resolved.findings), resolved, served, None)
+        return Replanned(before, _with(current, resolved.findings), resolved, served, None, forced)
     torch = torch_from(resolved.distributions)
     if torch is not None:
         derived = plan_fn(served=served, resolved=torch)
-        if derived.ok and _resolver_input(derived.plan) != _resolver_input(current.plan):
+        if not blocked(derived) and _resolver_input(derived.plan) != _resolver_input(current.plan):
             again = run(derived.plan)
             moved = torch_from(again.distributions) if again.ok else torch
             if _build(moved) != _build(torch):
@@ -119,7 +144,7 @@ def resolve_and_replan(
                         f"to {moved.describe() if moved else 'no torch'}; pin torch in the profile"
                     ),
                 )
-                return Replanned(before, _with(derived, [unstable]), again, served, torch)
+                return Replanned(before, _with(derived, [unstable]), again, served, torch, forced)
             resolved = again
         current = derived
     extra = list(resolved.findings)
@@ -143,4 +168,4 @@ def resolve_and_replan(
                 ),
             )
         )
-    return Replanned(before, _with(current, extra), resolved, served, torch)
+    return Replanned(before, _with(current, extra), resolved, served, torch, forced)

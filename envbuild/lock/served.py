@@ -53,8 +53,8 @@ def _read_index(url: str) -> list[str] | None:
         ) from None
     except (OSError, ValueError) as exc:
         raise ResolveError(
-            f"could not read the index {redact_url(url)} ({exc}); pass --index-url for a reachable mirror, "
-            "or --find-links for a folder of wheels (repeatable)"
+            f"the resolver could not read an index ({redact_url(url)}): {exc}\nPass --index-url for a "
+            "reachable mirror, or --find-links for a folder of wheels (repeatable)"
         ) from None
     return _filenames_from_page(body, content_type)
 
