@@ -17,10 +17,10 @@ def run(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     )
 
 
-def write_profile(tmp_path: Path, target: str, gpus: int) -> Path:
+def write_profile(tmp_path: Path, target: str, gpus: int, resources: str = "") -> Path:
     path = tmp_path / "job.toml"
     text = f'name = "job"\nextends = "pytorch"\n[accelerator]\ntargets = ["{target}"]\n'
-    path.write_text(text + f"[resources]\ngpus = {gpus}\n", encoding="utf-8")
+    path.write_text(text + f"[resources]\ngpus = {gpus}\n{resources}", encoding="utf-8")
     return path
 
 
@@ -99,3 +99,31 @@ def test_readme_shows_the_totals_per_duration_with_source(tmp_path: Path) -> Non
     assert "- Duration: **7 days**" in text
     assert "| NVIDIA GeForce RTX 4090 | 2 | 2 | 2 x 110.00 USD = 220.00 USD |" in text
     assert "envbuild render job.toml --days 7" in text
+
+
+def test_order_names_each_machines_host_and_driver_and_that_lots_are_separate_machines(
+    tmp_path: Path,
+) -> None:
+    job = str(write_profile(tmp_path, "rtx4090", 2, "memory_gib = 64\ncpus = 8\n"))
+    proc = run("check", job, "--json")
+    (line,) = order(proc)
+    floor = json.loads(proc.stdout)["plan"]["min_driver"]
+    assert (line["host_memory_gib"], line["host_cpus"], line["min_driver"]) == (64, 8, floor) and floor
+    assert line["separate_machines"] is True and "over the network, not NVLink" in line["across_lots"]
+    human = " ".join(run("check", job).stdout.split())
+    assert f"rtx4090: each machine: 64 GiB host memory, 8 CPUs, NVIDIA driver >= {floor}" in human
+    assert "rtx4090: the 2 lots are 2 separate machines; a job across them needs torch.distributed" in human
+    render = run("render", job, "--out", str(tmp_path / "b"), cwd=tmp_path)
+    assert render.returncode == 0, render.stderr
+    assert "order: rtx4090: the 2 lots are 2 separate machines" in render.stdout
+    readme = (tmp_path / "b" / "README.md").read_text(encoding="utf-8")
+    assert "- Each machine (lot) must give the container: **64 GiB host memory, 8 CPUs**" in readme
+    assert "NVIDIA GeForce RTX 4090: the 2 lots are 2 separate machines" in readme
+
+
+def test_one_lot_without_declared_resources_names_only_the_driver(tmp_path: Path) -> None:
+    job = str(write_profile(tmp_path, "rtx4090", 1))
+    (line,) = order(run("check", job, "--json"))
+    assert (line["host_memory_gib"], line["host_cpus"], line["separate_machines"]) == (None, None, False)
+    human = " ".join(run("check", job).stdout.split())
+    assert "rtx4090: each machine: NVIDIA driver >= " in human and "separate machines" not in human

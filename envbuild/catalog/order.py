@@ -4,7 +4,10 @@ One place for the arithmetic that the planner (lot limits, idle cards), the READ
 table and the ``check``/``render`` summaries share.  ``resources.gpus`` counts devices as torch sees
 them (an MI250X card is two); a lot holds ``cards_per_lot`` cards.  The total of an order is the lot
 price for the duration x the number of lots: a lot's price already covers all of its cards (a B200
-lot is two cards, one price), so it is never multiplied by cards or devices.
+lot is two cards, one price), so it is never multiplied by cards or devices.  Each lot is a machine
+of its own: it must give the container the declared host memory and CPUs (``resources.memory_gib``,
+``resources.cpus``) and an NVIDIA driver at the plan's floor, and a job across lots talks over the
+network (torch.distributed), not NVLink.
 """
 
 from __future__ import annotations
@@ -62,11 +65,31 @@ class Total(Record, kw_only=False):
         return f"{self.lots} x {money(self.per_lot)} = {money(self.usd)}"
 
 
+ACROSS_LOTS = "torch.distributed over the network, not NVLink"
+
+
 class OrderLine(Record, kw_only=False):
     card: Card
     gpus: int  # resources.gpus: devices the job uses at once
     lots: int
     totals: tuple[Total, ...]  # one per duration shown (--days, or every duration the provider rents)
+    memory_gib: float | None = None  # resources.memory_gib: host memory each machine must give
+    cpus: float | None = None  # resources.cpus: CPU cores each machine must give
+    min_driver: str | None = None  # the plan's NVIDIA driver floor (NVIDIA cards only)
+
+    @property
+    def separate_machines(self) -> bool:
+        """Each lot is a machine of its own: a job across lots talks over the network."""
+        return self.lots > 1
+
+    def host(self) -> str | None:
+        """``64 GiB host memory, 8 CPUs`` when the profile declares either, else None."""
+        parts = []
+        if self.memory_gib is not None:
+            parts.append(f"{self.memory_gib:g} GiB host memory")
+        if self.cpus is not None:
+            parts.append(f"{self.cpus:g} CPUs")
+        return ", ".join(parts) or None
 
     @property
     def cards(self) -> int:
@@ -88,6 +111,11 @@ class OrderLine(Record, kw_only=False):
             "cards": self.cards,
             "devices": self.devices,
             "idle_devices": self.idle,
+            "host_memory_gib": self.memory_gib,
+            "host_cpus": self.cpus,
+            "min_driver": self.min_driver,
+            "separate_machines": self.separate_machines,
+            "across_lots": ACROSS_LOTS if self.separate_machines else None,
             "prices": [
                 {
                     "days": t.days,
@@ -108,6 +136,21 @@ class OrderLine(Record, kw_only=False):
         prices = "; ".join(f"{t.days} days: {t.text}" for t in self.totals)
         return f"{self.card.id}: {what}" + (f"; {prices}" if prices else "")
 
+    def machine(self) -> str | None:
+        """What each machine of the order must have beyond its cards: ``h100: each machine: 64 GiB host
+        memory, 8 CPUs, NVIDIA driver >= 580.95.05``; None when nothing is declared or derived."""
+        parts = [p for p in (self.host(), self.min_driver and f"NVIDIA driver >= {self.min_driver}") if p]
+        return f"{self.card.id}: each machine: {', '.join(parts)}" if parts else None
+
+    def across(self) -> str | None:
+        """For more than one lot: ``the 2 lots are 2 separate machines; a job across them needs
+        torch.distributed over the network, not NVLink``."""
+        if not self.separate_machines:
+            return None
+        return (
+            f"the {self.lots} lots are {self.lots} separate machines; a job across them needs {ACROSS_LOTS}"
+        )
+
 
 def durations(plan: Plan) -> tuple[int, ...]:
     """The chosen duration, or every duration the provider rents for."""
@@ -127,7 +170,17 @@ def order_lines(plan: Plan) -> tuple[OrderLine, ...]:
             Total(d, next((p for p in plan.prices if p.card == card.id and p.days == d), None), lots)
             for d in days
         )
-        lines.append(OrderLine(card=card, gpus=gpus, lots=lots, totals=totals))
+        lines.append(
+            OrderLine(
+                card=card,
+                gpus=gpus,
+                lots=lots,
+                totals=totals,
+                memory_gib=plan.profile.resources.memory_gib,
+                cpus=plan.profile.resources.cpus,
+                min_driver=plan.min_driver if card.vendor == "nvidia" else None,
+            )
+        )
     return tuple(lines)
 
 
@@ -138,8 +191,13 @@ def price_sources(plan: Plan) -> tuple[str, ...]:
 
 
 def summary_lines(plan: Plan) -> list[str]:
-    """One line per GPU target (lots, cards, total per duration), then where the prices come from."""
-    lines = [line.summary() for line in order_lines(plan)]
+    """One line per GPU target (lots, cards, total per duration), what each machine must have (host
+    memory and CPUs when declared, the NVIDIA driver floor), that several lots are separate machines,
+    then where the prices come from."""
+    order = order_lines(plan)
+    lines = [line.summary() for line in order]
+    lines += [text for line in order if (text := line.machine())]
+    lines += [f"{line.card.id}: {text}" for line in order if (text := line.across())]
     sources = price_sources(plan)
     if lines:
         lines.append(

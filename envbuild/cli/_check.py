@@ -21,7 +21,8 @@ from envbuild.typed import to_data
 
 def result_json(result: CheckResult) -> dict[str, Any]:
     """``{"ok", "findings", "plan"}``; the plan's profile is reduced to name/path/sha256, and the plan
-    carries ``order`` (lots, cards, devices, idle devices and the total per duration, per target)."""
+    carries ``order`` (per target: lots, cards, devices, idle devices, the host memory and CPUs each
+    machine must give, the driver floor, whether the lots are separate machines, the total per duration)."""
     from envbuild.catalog.order import order_lines
 
     plan = to_data(result.plan, exclude={"profile"})

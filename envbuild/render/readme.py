@@ -11,7 +11,14 @@ from envbuild.models import LOCK_PATH_IN_IMAGE, PYTHON_IN_IMAGE, CheckResult, Lo
 from envbuild.render.apt import apt_packages, runtime_packages
 from envbuild.render.env import render_template
 from envbuild.render.quote import md, md_code
-from envbuild.render.view import PREPARATION, OrderRow, order_days, order_price_sources, order_rows
+from envbuild.render.view import (
+    PREPARATION,
+    OrderRow,
+    order_days,
+    order_host,
+    order_price_sources,
+    order_rows,
+)
 from envbuild.typed import Record
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
@@ -189,6 +196,7 @@ def render_readme(result: CheckResult, command: str) -> str:
         gpus=profile.resources.gpus,
         gpu_memory=f"{profile.resources.gpu_memory_gib:g} GiB" if profile.resources.gpu_memory_gib else "",
         min_driver=plan.min_driver or "",
+        host=order_host(plan),
         rocm_host=plan.backend == "rocm" and "amd" in vendors,
         days=plan.days or 0,
         durations=order_days(plan),

@@ -203,6 +203,7 @@ class OrderRow(Record, kw_only=False):
     devices: int
     memory_total: str
     prices: tuple[str, ...]  # per duration shown: "2 x 110.00 USD = 220.00 USD" or "no price known"
+    across: str  # more than one lot: "the 2 lots are 2 separate machines; ... not NVLink", else ""
 
 
 def _gib(value: float) -> str:
@@ -225,9 +226,16 @@ def order_rows(plan: Plan) -> tuple[OrderRow, ...]:
             devices=line.devices,
             memory_total=_gib(line.card.memory_gib * line.cards),
             prices=tuple(t.text for t in line.totals),
+            across=md(line.across() or "", "order"),
         )
         for line in order_lines(plan)
     )
+
+
+def order_host(plan: Plan) -> str:
+    """Markdown ``64 GiB host memory, 8 CPUs`` when the profile declares either, else ``""``."""
+    host = next((h for line in order_lines(plan) if (h := line.host())), None)
+    return md(host, "order") if host else ""
 
 
 def order_days(plan: Plan) -> tuple[int, ...]:
