@@ -25,6 +25,7 @@ EXPECTED = [
     "README.md",
     "app/.keep",
     "certs/.keep",
+    "envbuild.inputs.json",
     "envbuild.lock.json",
     "requirements-rebuild.txt",
     "tools/.keep",
