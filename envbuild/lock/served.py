@@ -52,8 +52,14 @@ def _read_index(url: str) -> list[str] | None:
             "for a reachable mirror, or --find-links for a folder of wheels"
         ) from None
     except (OSError, ValueError) as exc:
+        tls = (
+            "The index's TLS certificate is not trusted: point PIP_CERT or SSL_CERT_FILE at the CA bundle "
+            "that signs it (the system store is used too). "
+            if "certificate" in str(exc)
+            else ""
+        )
         raise ResolveError(
-            f"the resolver could not read an index ({redact_url(url)}): {exc}\nPass --index-url for a "
+            f"the resolver could not read an index ({redact_url(url)}): {exc}\n{tls}Pass --index-url for a "
             "reachable mirror, or --find-links for a folder of wheels (repeatable)"
         ) from None
     return _filenames_from_page(body, content_type)
