@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import re
 
-from envbuild import lazyre
-
 _ALNUM = r"[a-z0-9]+"
 _SEP = r"(?:[._]|__|[-]+)"
 PATH_COMPONENT = rf"{_ALNUM}(?:{_SEP}{_ALNUM})*"
@@ -23,9 +21,9 @@ _TAG = r"[\w][\w.-]{0,127}"
 _DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
 _NAME = rf"(?P<name>(?:{_DOMAIN}/)?{PATH_COMPONENT}(?:/{PATH_COMPONENT})*)"
 
-IMAGE_COMPONENT_RE = lazyre.compile(PATH_COMPONENT, re.ASCII)
-IMAGE_RE = lazyre.compile(rf"{_NAME}(?::{_TAG})?(?:@{_DIGEST})?", re.ASCII)
-TAG_RE = lazyre.compile(rf"{_NAME}(?::{_TAG})?", re.ASCII)
+IMAGE_COMPONENT_RE = re.compile(PATH_COMPONENT, re.ASCII)
+IMAGE_RE = re.compile(rf"{_NAME}(?::{_TAG})?(?:@{_DIGEST})?", re.ASCII)
+TAG_RE = re.compile(rf"{_NAME}(?::{_TAG})?", re.ASCII)
 NAME_MAX = 255
 FORM = "[registry[:port]/]namespace/name[:tag][@sha256:digest]"
 

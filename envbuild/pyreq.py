@@ -20,11 +20,11 @@ Wheel and sdist file names, and PEP 503 names, are read by :mod:`envbuild.wheeln
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Protocol
 
 from packaging.specifiers import InvalidSpecifier, Specifier, SpecifierSet
 
-from envbuild import lazyre
 from envbuild.wheelname import canonicalize_name, parse_sdist_filename, parse_wheel_filename
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ __all__ = [
     "parse_wheel_filename",
 ]
 
-_NAME_RE = lazyre.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
+_NAME_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
 _OPERATOR_START = ("=", "~", "!", "<", ">")
 _NOT_IN_SPECIFIERS = frozenset("@()[]")  # a URL or nesting: packaging's to read (the marker is split off)
 _BLANKS = frozenset(" \t")

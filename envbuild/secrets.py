@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import re
 
-from envbuild import lazyre
-
 MASK = "***"
 REDACTED = "[REDACTED]"  # a whole value withheld because its name says it is secret
 
@@ -38,8 +36,8 @@ _WHOLE_WORDS = frozenset({"KEY", "KEYS", "PAT", "PATS", "PASS", "PWD", "CREDS", 
 _EITHER_END_WORDS = ("SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL")  # CLIENTSECRET, SECRETS
 _SUFFIX_WORDS = ("TOKEN", "APIKEY", "ACCESSKEY", "PRIVATEKEY", "SECRETKEY", "SSHKEY", "AUTHKEY")
 _NOT_AUTH = frozenset({"AUTHOR", "AUTHORS", "AUTHORITY", "AUTHORITIES"})
-_CAMEL_RE = lazyre.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_WORD_SPLIT_RE = lazyre.compile(r"[^A-Za-z0-9]+")
+_CAMEL_RE = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_WORD_SPLIT_RE = re.compile(r"[^A-Za-z0-9]+")
 
 
 def name_words(name: str) -> list[str]:
@@ -76,54 +74,54 @@ def is_secret_name(name: str) -> bool:
 # 64 MiB file is scanned in well under a second; a prefix counts only at the start of a word.
 _TOKEN_FORMATS: tuple[tuple[str, tuple[str, ...], re.Pattern[str], int], ...] = (
     # Hugging Face user access tokens: "hf_" + 34 letters/digits (huggingface.co/docs/hub/security-tokens).
-    ("a Hugging Face access token", ("hf_",), lazyre.compile(r"hf_[A-Za-z0-9]{30,}"), 3),
+    ("a Hugging Face access token", ("hf_",), re.compile(r"hf_[A-Za-z0-9]{30,}"), 3),
     # OpenAI keys "sk-...", project keys "sk-proj-...", Anthropic "sk-ant-..." (vendors' API key docs).
-    ("an API access token (sk-)", ("sk-",), lazyre.compile(r"sk-[A-Za-z0-9_-]{20,}"), 3),
+    ("an API access token (sk-)", ("sk-",), re.compile(r"sk-[A-Za-z0-9_-]{20,}"), 3),
     # GitHub tokens: ghp_/gho_/ghu_/ghs_/ghr_ + 36, fine-grained "github_pat_" + 82
     # (github.blog 2021-04-05 "Behind GitHub's new authentication token formats").
     (
         "a GitHub access token",
         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
-        lazyre.compile(r"gh[pousr]_[A-Za-z0-9]{30,}"),
+        re.compile(r"gh[pousr]_[A-Za-z0-9]{30,}"),
         4,
     ),
-    ("a GitHub access token", ("github_pat_",), lazyre.compile(r"github_pat_[A-Za-z0-9_]{22,}"), 11),
+    ("a GitHub access token", ("github_pat_",), re.compile(r"github_pat_[A-Za-z0-9_]{22,}"), 11),
     # GitLab personal access tokens: "glpat-" + 20 (docs.gitlab.com, "Token prefixes").
-    ("a GitLab access token", ("glpat-",), lazyre.compile(r"glpat-[A-Za-z0-9_-]{20,}"), 6),
+    ("a GitLab access token", ("glpat-",), re.compile(r"glpat-[A-Za-z0-9_-]{20,}"), 6),
     # Slack bot/app/user/refresh tokens: xoxb-, xoxa-, xoxp-, xoxr- (api.slack.com, "Token types").
     (
         "a Slack access token",
         ("xoxa-", "xoxb-", "xoxp-", "xoxr-", "xoxs-"),
-        lazyre.compile(r"xox[abprs]-[A-Za-z0-9-]{10,}"),
+        re.compile(r"xox[abprs]-[A-Za-z0-9-]{10,}"),
         5,
     ),
     # AWS access key ids: AKIA (long-term) / ASIA (temporary) + 16 (AWS IAM, "Unique identifiers").
-    ("an AWS access key id", ("AKIA", "ASIA"), lazyre.compile(r"A[KS]IA[0-9A-Z]{16}(?![A-Za-z0-9_])"), 4),
+    ("an AWS access key id", ("AKIA", "ASIA"), re.compile(r"A[KS]IA[0-9A-Z]{16}(?![A-Za-z0-9_])"), 4),
     # JSON Web Tokens: base64url("{...") header "eyJ", payload, signature (RFC 7519).
     (
         "a JSON Web Token (an access token)",
         ("eyJ",),
-        lazyre.compile(r"eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*"),
+        re.compile(r"eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*"),
         3,
     ),
 )
 _WORD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 # PEM private keys of every kind: "RSA", "EC", "DSA", "OPENSSH", "ENCRYPTED", plain PKCS#8 (RFC 7468),
 # and OpenPGP armour "PGP PRIVATE KEY BLOCK" (RFC 4880).  A block without its END line runs to the end.
-_PEM_BEGIN_RE = lazyre.compile(r"-----BEGIN (?P<label>[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?)-----")
-_PEM_BLOCK_RE = lazyre.compile(
+_PEM_BEGIN_RE = re.compile(r"-----BEGIN (?P<label>[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?)-----")
+_PEM_BLOCK_RE = re.compile(
     r"-----BEGIN (?P<label>[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?)-----.*?(?:-----END [A-Z0-9 ]*-----|\Z)",
     re.DOTALL,
 )
 # URL user-info (RFC 3986 3.2.1): everything between "scheme://" and "@" in the authority.  Found from
 # each "://" (str.find), the scheme read backwards from there: linear time on any input.
-_USERINFO_RE = lazyre.compile(r"[^/?#\s@]+@")
-_SCHEME_TAIL_RE = lazyre.compile(r"[A-Za-z][A-Za-z0-9+.-]*\Z")
+_USERINFO_RE = re.compile(r"[^/?#\s@]+@")
+_SCHEME_TAIL_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*\Z")
 
 
 # Stand-ins that hold no secret: a redacted form ("***", "[REDACTED]"), an elision, a <placeholder>
 # or a ${VAR}/$VAR reference (a template, filled in at run time).
-_PLACEHOLDER_RE = lazyre.compile(
+_PLACEHOLDER_RE = re.compile(
     r"\**|\.{3}|\[REDACTED\]|<[^<>]*>|\$\{[A-Za-z_][A-Za-z0-9_]*\}|\$[A-Za-z_][A-Za-z0-9_]*"
 )
 

@@ -14,9 +14,8 @@ Versions are packaging's :class:`~packaging.version.Version`, as before.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, NamedTuple
-
-from envbuild import lazyre
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
@@ -34,8 +33,8 @@ __all__ = [
     "parse_wheel_filename",
 ]
 
-_NAME_RE = lazyre.compile(r"[\w.]+")  # PEP 427: the escaped project name (\w: Unicode word characters)
-_CANONICAL_RE = lazyre.compile(r"[-_.]+")
+_NAME_RE = re.compile(r"[\w.]+")  # PEP 427: the escaped project name (\w: Unicode word characters)
+_CANONICAL_RE = re.compile(r"[-_.]+")
 
 
 class InvalidFilename(ValueError):

@@ -8,7 +8,6 @@ from typing import Literal
 
 import pytest
 
-from envbuild import lazyre
 from envbuild.models import Card, Profile
 from envbuild.typed import (
     FrozenInstanceError,
@@ -125,10 +124,3 @@ def test_replace_makes_a_checked_copy() -> None:
 def test_the_profile_model_builds_from_keywords() -> None:
     profile = Profile(name="p", kind="ubuntu", path="builtin:p", sha256="0" * 64)
     assert profile.base.os == "ubuntu24.04" and profile.validate_.compile_extensions
-
-
-def test_lazy_patterns_compile_on_first_use() -> None:
-    pattern = lazyre.compile(r"^sm_(\d+)$")
-    assert "compile" in repr(pattern) and pattern._compiled is None  # type: ignore[attr-defined]
-    match = pattern.match("sm_90")
-    assert match is not None and match.group(1) == "90" and pattern.pattern == r"^sm_(\d+)$"

@@ -14,33 +14,32 @@ import re
 from collections.abc import Iterable, Sized
 from typing import Literal, NoReturn
 
-from envbuild import lazyre
 from envbuild.models import Card, Devices, OsId, Vendor
 from envbuild.typed import Record
 
 Tier = Literal["P", "S", "unconfirmed"]
 
-_SERIES = lazyre.compile(r"^\d+\.\d+$")
-_VERSION = lazyre.compile(r"^\d+\.\d+(\.\d+)?$")
-_DRIVER = lazyre.compile(r"^\d{3}(\.\d{1,3}){0,2}$")
-_CUDA_VARIANT = lazyre.compile(r"^cu\d{3}$")
-_ROCM_VARIANT = lazyre.compile(r"^rocm\d+\.\d+(\.\d+)?$")
-_SM = lazyre.compile(r"^sm_(\d+)(\d)$")
-_GFX = lazyre.compile(r"^gfx[0-9a-f]{3,4}$")
-_ARCH_ITEM = lazyre.compile(r"^\d+\.\d(\+PTX)?$")
-_APT = lazyre.compile(r"^[a-z0-9][a-z0-9+.-]+$")
+_SERIES = re.compile(r"^\d+\.\d+$")
+_VERSION = re.compile(r"^\d+\.\d+(\.\d+)?$")
+_DRIVER = re.compile(r"^\d{3}(\.\d{1,3}){0,2}$")
+_CUDA_VARIANT = re.compile(r"^cu\d{3}$")
+_ROCM_VARIANT = re.compile(r"^rocm\d+\.\d+(\.\d+)?$")
+_SM = re.compile(r"^sm_(\d+)(\d)$")
+_GFX = re.compile(r"^gfx[0-9a-f]{3,4}$")
+_ARCH_ITEM = re.compile(r"^\d+\.\d(\+PTX)?$")
+_APT = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
 
-_ID = lazyre.compile(r"^[a-z0-9][a-z0-9-]*$")
-_IMAGE_VERSION = lazyre.compile(r"^\d+\.\d+\.\d+$")
-_IMAGE_TAG = lazyre.compile(r"^[0-9a-z.{}-]+$")
-_ROCM_IMAGE_TAG = lazyre.compile(r"^[0-9.]+$")
-_CODENAME = lazyre.compile(r"^[a-z]+$")
-_GLIBC = lazyre.compile(r"^2\.\d+$")
-_CC = lazyre.compile(r"^\d+\.\d$")
-_PTX = lazyre.compile(r"^compute_\d+$")
-_BPY_PYTHON = lazyre.compile(r"^3\.\d{1,2}$")
-_HTTPS = lazyre.compile(r"^https://[^\s]+$")
-_RELEASE = lazyre.compile(r"^\d+\.\d+\.\d+$")
+_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+_IMAGE_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
+_IMAGE_TAG = re.compile(r"^[0-9a-z.{}-]+$")
+_ROCM_IMAGE_TAG = re.compile(r"^[0-9.]+$")
+_CODENAME = re.compile(r"^[a-z]+$")
+_GLIBC = re.compile(r"^2\.\d+$")
+_CC = re.compile(r"^\d+\.\d$")
+_PTX = re.compile(r"^compute_\d+$")
+_BPY_PYTHON = re.compile(r"^3\.\d{1,2}$")
+_HTTPS = re.compile(r"^https://[^\s]+$")
+_RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
 
 
 # ---- the checks a type cannot state; each raises ValueError("key: problem") ------------------------
@@ -187,7 +186,7 @@ class ReserveEntry(Row):
         text("cite", self.cite)
 
 
-_DATE = lazyre.compile(r"^\d{4}-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?$")
+_DATE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?$")
 
 
 def check_date(value: str) -> str:
@@ -381,7 +380,7 @@ def _on_image(lines: tuple[str, ...], pythons: tuple[str, ...]) -> dict[str, tup
     }
 
 
-_INDEX_URL = lazyre.compile(r"^https://[^\s]+\{variant\}$")
+_INDEX_URL = re.compile(r"^https://[^\s]+\{variant\}$")
 
 
 class TorchCatalog(Record):
@@ -542,8 +541,8 @@ class OsEntry(Row):
         return (self.system_python, *self.deadsnakes)
 
 
-SNAPSHOT_RE = lazyre.compile(r"^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$")
-_SNAPSHOT_URL = lazyre.compile(r"^https?://[^\s\"']+[^/]$")
+SNAPSHOT_RE = re.compile(r"^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$")
+_SNAPSHOT_URL = re.compile(r"^https?://[^\s\"']+[^/]$")
 
 
 class AptSnapshot(Row):

@@ -7,7 +7,6 @@ imports torch or docker at start-up: ``check`` and ``render`` must stay fast in 
 from __future__ import annotations
 
 import functools
-import gc
 import importlib
 import sys
 from collections.abc import Callable, Sequence
@@ -67,25 +66,8 @@ def load_commands(name: str | None) -> None:
         importlib.import_module(f"{__name__}.{each}")
 
 
-# Commands that read a few files, print, write a bundle at most, and exit within a second.  They run
-# with the cyclic garbage collector off: its passes during start-up (every 700 allocations, walking
-# the objects the imports made) cost a cold `check` ~5-8 ms and would free next to nothing in a
-# process this short.  Long commands (build, validate, lock, fetch, refresh) keep it.
-QUICK_COMMANDS = frozenset({"check", "render", "profiles", "schema", "targets"})
-
-
 def main(argv: Sequence[str] | None = None) -> None:
-    args = sys.argv[1:] if argv is None else list(argv)
-    if args[:1] and args[0] in QUICK_COMMANDS:
-        gc.disable()
-    try:
-        run(args)
-    finally:
-        # The process ends here.  Freezing the heap spares the interpreter's last full garbage
-        # collection, which walks every object the imports made: a few ms of a cold `check`.  Objects
-        # still referenced are torn down as before, atexit handlers and the flushing of stdout/stderr
-        # still run; only unreachable cycles are left to the OS at exit.
-        gc.freeze()
+    run(sys.argv[1:] if argv is None else list(argv))
 
 
 def parse(argv: Sequence[str]) -> tuple[Command, dict[str, Any]]:

@@ -27,7 +27,6 @@ from typing import Literal
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from envbuild import lazyre
 from envbuild.models import RequirementLine
 from envbuild.plan.abi_data import (
     AbiData,
@@ -95,12 +94,12 @@ class _Build(Record, kw_only=False):
 # (publish.yml sets FLASH_ATTENTION_FORCE_CXX11_ABI to the label).  The full-version style comes from
 # kingbri1/flash-attention's build-wheels.yml (at 0949014d and 15eea1b2), which renames the built wheel
 # with a constant "cxx11abiFALSE" whatever ABI the build used: that label says nothing, so it is ignored.
-_FLASH = lazyre.compile(
+_FLASH = re.compile(
     r"(?:cu(?P<cu>\d+)|rocm(?P<rocm>\d+))[._]?torch(?P<series>\d+\.\d+)(?P<patch>\.\d+)?"
     r"(?:cxx11abi(?P<abi>true|false))?"
 )
-_PYG = lazyre.compile(r"pt(?P<major>\d)(?P<minor>\d+)(?P<accel>cu\d+|cpu)")
-_VARIANT = lazyre.compile(r"cu\d+|rocm\d+(?:\.\d+)*|cpu")
+_PYG = re.compile(r"pt(?P<major>\d)(?P<minor>\d+)(?P<accel>cu\d+|cpu)")
+_VARIANT = re.compile(r"cu\d+|rocm\d+(?:\.\d+)*|cpu")
 
 
 def _parse_build(label: str) -> _Build | None:

@@ -5,19 +5,19 @@ Read once per process and validated like every catalog file; a malformed row rai
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 from typing import Literal
 
-from envbuild import lazyre
 from envbuild.catalog import loader
 from envbuild.catalog.models import Row, fail, not_empty, shape
 from envbuild.resources import catalog_dir
 from envbuild.typed import Record
 
-_SERIES = lazyre.compile(r"^\d+\.\d+$")
-_FLASH_ATTN_URL = lazyre.compile(r"^https://\S+\{version\}\S*\.whl$")
+_SERIES = re.compile(r"^\d+\.\d+$")
+_FLASH_ATTN_URL = re.compile(r"^https://\S+\{version\}\S*\.whl$")
 
 
 def versions(key: str, values: Iterable[str | None]) -> None:

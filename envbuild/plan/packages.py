@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 from packaging.version import InvalidVersion, Version
 
-from envbuild import lazyre
 from envbuild.catalog.models import CompanionRelease, TorchRequires
 from envbuild.errors import choices
 from envbuild.models import IndexUrl, Pin, RequirementLine
@@ -417,8 +418,8 @@ def _user_line(
     return False
 
 
-_VARIANT = lazyre.compile(r"^(cu\d+|rocm\d+(\.\d+)*|cpu|xpu)$")
-_TORCH_INDEX = lazyre.compile(r"https?://download\.pytorch\.org/whl/(?:(?:test|nightly)/)?([a-z0-9.]+)/?")
+_VARIANT = re.compile(r"^(cu\d+|rocm\d+(\.\d+)*|cpu|xpu)$")
+_TORCH_INDEX = re.compile(r"https?://download\.pytorch\.org/whl/(?:(?:test|nightly)/)?([a-z0-9.]+)/?")
 
 
 def _check_torch_index(ctx: Context, out: Findings, line: RequirementLine) -> None:

@@ -18,26 +18,26 @@ Decisions recorded here (see also the package docstring):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from packaging.version import InvalidVersion, Version
 
-from envbuild import lazyre
 from envbuild.imageref import FORM as IMAGE_FORM
 from envbuild.imageref import IMAGE_COMPONENT_RE, image_problem
 from envbuild.secrets import name_reason, value_reason
 
-NAME_RE = lazyre.compile(r"[a-z0-9][a-z0-9._-]*")
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]*")
 NAME_MAX = 64
-TARGET_RE = lazyre.compile(r"[a-z0-9][a-z0-9._-]{0,31}")
-APT_NAME_RE = lazyre.compile(r"[a-z0-9][a-z0-9+.-]+")
-APT_VERSION_RE = lazyre.compile(r"(?:[0-9]+:)?[0-9][A-Za-z0-9.+~-]*")
-ENV_KEY_RE = lazyre.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-PY_VERSION_RE = lazyre.compile(r"3\.[0-9]{1,2}")
-ACCEL_VERSION_RE = lazyre.compile(r"[0-9]{1,2}\.[0-9]{1,2}(?:\.[0-9]{1,3})?")
-BLENDER_VERSION_RE = lazyre.compile(r"[0-9]{1,2}\.[0-9]{1,2}(?:\.[0-9]{1,3})?")
-MODULE_RE = lazyre.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
-JSON_KEY_RE = lazyre.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*")
+TARGET_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,31}")
+APT_NAME_RE = re.compile(r"[a-z0-9][a-z0-9+.-]+")
+APT_VERSION_RE = re.compile(r"(?:[0-9]+:)?[0-9][A-Za-z0-9.+~-]*")
+ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+PY_VERSION_RE = re.compile(r"3\.[0-9]{1,2}")
+ACCEL_VERSION_RE = re.compile(r"[0-9]{1,2}\.[0-9]{1,2}(?:\.[0-9]{1,3})?")
+BLENDER_VERSION_RE = re.compile(r"[0-9]{1,2}\.[0-9]{1,2}(?:\.[0-9]{1,3})?")
+MODULE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+JSON_KEY_RE = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*")
 
 RESERVED_ENV = {
     "PATH": "envbuild sets PATH so that the declared venv comes first",
@@ -51,11 +51,11 @@ RESERVED_ENV = {
     "ROCR_VISIBLE_DEVICES": "choose devices at run time (docker run --device / -e)",
 }
 SECRET_HINT = "provide secrets at run time, never in the profile"
-_CONTROL_RE = lazyre.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 # Characters that change what a reader sees without being visible: C1 controls (NEL splits lines for
 # Python's splitlines), line/paragraph separators, bidirectional overrides ("Trojan Source"),
 # zero-width space/word joiner and a stray BOM.  ZWJ/ZWNJ stay allowed (emoji, Indic scripts).
-_INVISIBLE_RE = lazyre.compile(
+_INVISIBLE_RE = re.compile(
     "[\x80-\x9f\u061c\u200b\u200e\u200f\u2028\u2029\u202a-\u202e\u2060\u2066-\u2069\ufeff]"
 )
 
@@ -224,7 +224,7 @@ def check_accel_version(value: str) -> str | None:
     return None
 
 
-SNAPSHOT_RE = lazyre.compile(r"([0-9]{4})([0-9]{2})([0-9]{2})T([0-9]{2})([0-9]{2})([0-9]{2})Z")
+SNAPSHOT_RE = re.compile(r"([0-9]{4})([0-9]{2})([0-9]{2})T([0-9]{2})([0-9]{2})([0-9]{2})Z")
 
 
 def check_snapshot(value: str) -> str | None:

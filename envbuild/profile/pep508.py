@@ -7,9 +7,9 @@ credentials or tokens (in the user info, a query parameter, or a well-known toke
 
 from __future__ import annotations
 
+import re
 from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
-from envbuild import lazyre
 from envbuild.profile.fields import SECRET_HINT, has_control, secret_key_reason, secret_value_reason
 from envbuild.pyreq import (
     InvalidRequirement,
@@ -21,9 +21,9 @@ from envbuild.pyreq import (
 from envbuild.secrets import redact
 from envbuild.wheelname import InvalidFilename
 
-ENV_VAR_RE = lazyre.compile(r"\$\{[^}$]*\}")  # "[^}$]": linear time on "${${${..."
-SCHEME_RE = lazyre.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://")
-_FILE_SYNTAX_RE = lazyre.compile(r"\s#| -")  # what pip's requirements-file reader would cut or split at
+ENV_VAR_RE = re.compile(r"\$\{[^}$]*\}")  # "[^}$]": linear time on "${${${..."
+SCHEME_RE = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://")
+_FILE_SYNTAX_RE = re.compile(r"\s#| -")  # what pip's requirements-file reader would cut or split at
 _VCS_PREFIXES = ("git+", "hg+", "svn+", "bzr+")
 
 ENV_VAR_MSG = (

@@ -41,7 +41,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from envbuild import lazyre
 from envbuild.errors import Issue
 from envbuild.models import RequirementLine
 from envbuild.profile.fields import has_control
@@ -58,9 +57,9 @@ from envbuild.profile.pylock import is_pylock, parse_pylock
 from envbuild.typed import Record, field
 
 MAX_INCLUDE_DEPTH = 16
-_COMMENT_RE = lazyre.compile(r"(^|\s+)#.*$")
+_COMMENT_RE = re.compile(r"(^|\s+)#.*$")
 _HASH_RE = {"sha256": 64, "sha384": 96, "sha512": 128}
-_HOST_RE = lazyre.compile(r"[A-Za-z0-9.-]+(?::[0-9]+)?|\[[0-9a-fA-F:]+\](?::[0-9]+)?")
+_HOST_RE = re.compile(r"[A-Za-z0-9.-]+(?::[0-9]+)?|\[[0-9a-fA-F:]+\](?::[0-9]+)?")
 _BOMS = (
     (b"\xef\xbb\xbf", "utf-8"),
     (b"\xff\xfe\x00\x00", "utf-32-le"),
@@ -69,7 +68,7 @@ _BOMS = (
     (b"\xfe\xff", "utf-16-be"),
 )
 _CODING_RE = re.compile(rb"coding[:=]\s*([-\w.]+)")
-_BINARY_RE = lazyre.compile(r":all:|:none:|[A-Za-z0-9._-]+(?:,[A-Za-z0-9._-]+)*")
+_BINARY_RE = re.compile(r":all:|:none:|[A-Za-z0-9._-]+(?:,[A-Za-z0-9._-]+)*")
 
 # long option -> takes a value?  Short aliases map onto long ones.
 _OPTIONS: dict[str, bool] = {

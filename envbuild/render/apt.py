@@ -6,12 +6,13 @@ without packages that only ship ``*.whl`` files).  The lock records the final st
 
 from __future__ import annotations
 
-from envbuild import lazyre
+import re
+
 from envbuild.errors import BundleError
 from envbuild.models import Plan
 
-_APT = lazyre.compile(r"^[a-z0-9][a-z0-9+.-]+(=[A-Za-z0-9.+:~_-]+)?$")
-_WHEEL_ONLY = lazyre.compile(r"^python3(\.\d+)?-venv$|^python3-(pip|setuptools|wheel)-whl$")
+_APT = re.compile(r"^[a-z0-9][a-z0-9+.-]+(=[A-Za-z0-9.+:~_-]+)?$")
+_WHEEL_ONLY = re.compile(r"^python3(\.\d+)?-venv$|^python3-(pip|setuptools|wheel)-whl$")
 
 
 def _apt_name(entry: str) -> str:

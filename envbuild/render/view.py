@@ -6,9 +6,10 @@ they land (shell word, Dockerfile string, Markdown); they hold loops and conditi
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urlsplit
 
-from envbuild import __version__, lazyre
+from envbuild import __version__
 from envbuild.catalog.order import durations, order_lines, price_sources
 from envbuild.errors import BundleError
 from envbuild.imageref import image_problem
@@ -28,9 +29,9 @@ from envbuild.render.lockfile import checked_env
 from envbuild.render.quote import check_plain, docker_str, md, sh
 from envbuild.typed import Record
 
-_PYTHON_VERSION = lazyre.compile(r"^3\.\d{1,2}$")
-_FILENAME = lazyre.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
-_ENV_KEY = lazyre.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PYTHON_VERSION = re.compile(r"^3\.\d{1,2}$")
+_FILENAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 PROVISIONS = frozenset({"system", "deadsnakes", "base-image"})
 
 
@@ -170,7 +171,7 @@ def dockerfile_view(plan: Plan, command: str) -> DockerfileView:
     )
 
 
-_SOURCES_LINE = lazyre.compile(
+_SOURCES_LINE = re.compile(
     r"deb \[check-valid-until=no\] \$\{APT_SNAPSHOT_MIRROR\}/[a-z-]+/[0-9TZ]+ [a-z -]+"
 )
 
