@@ -27,6 +27,7 @@ EXPECTED = [
     "certs/.keep",
     "envbuild.inputs.json",
     "envbuild.lock.json",
+    "envbuild.rendered.json",
     "requirements-rebuild.txt",
     "tools/.keep",
     "wheelhouse/.keep",
@@ -107,6 +108,7 @@ def test_rerender_replaces_what_render_owns_and_keeps_the_rest(tmp_path: Path) -
         "app/src/run.sh",
     ]
     assert files["app/config/pilot.json"] == b'{"n": 13}\n'
+    assert files["kept-edits/app/stray.py"] == b"not in the profile\n"  # the user's: kept aside
     assert files["Dockerfile"].startswith(b"# ") and b"edited by hand" not in files["Dockerfile"]
     assert b"W-PTX-JIT" in files["README.md"]
     assert all(files[f"{d}/.keep"] == b"" for d in ("wheelhouse", "certs", "tools", "app"))

@@ -125,18 +125,6 @@ def test_regenerate_command_is_relative_and_quoted(tmp_path: Path, monkeypatch: 
     assert regenerate_command("/elsewhere/p.toml", (), True) == "envbuild render /elsewhere/p.toml --force"
 
 
-def test_rerendering_a_locked_bundle_says_to_lock_it_again(tmp_path: Path) -> None:
-    out = tmp_path / "bundle"
-    assert run("ubuntu", "--out", str(out)).exit_code == 0
-    lock = json.loads((out / "envbuild.lock.json").read_text())
-    (out / "envbuild.lock.json").write_text(json.dumps({**lock, "resolved": True}, indent=2))
-    again = run("ubuntu", "--out", str(out))
-    assert again.exit_code == 0, again.output
-    assert f"lock it again with `envbuild lock {out}`" in again.stderr
-    assert json.loads((out / "envbuild.lock.json").read_text()).get("resolved") is not True
-    assert "envbuild lock" not in run("ubuntu", "--out", str(out)).stderr  # unresolved now: no note
-
-
 def test_render_imports_neither_torch_nor_docker(tmp_path: Path) -> None:
     code = (
         "import sys\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from envbuild.cli import cli, handle_errors
 from envbuild.cli._check import order_options, order_summary
@@ -12,6 +13,9 @@ from envbuild.cli.args import argument, echo, option
 from envbuild.errors import EXIT_FINDINGS
 from envbuild.models import CheckResult
 from envbuild.typed import replace
+
+if TYPE_CHECKING:
+    from envbuild.render.bundle import Written
 
 
 def _display_path(value: str) -> str:
@@ -60,6 +64,45 @@ def print_findings(result: CheckResult) -> None:
         echo(f"{finding.severity}: {finding.code}: {finding.message}", err=stream_err)
 
 
+def rerender_notes(written: Written, out_text: str) -> list[str]:
+    """What a re-render did with the previous bundle's lock and the user's edits (stderr lines)."""
+    lines: list[str] = []
+    path = written.path
+    if written.lock == "kept":
+        lines.append(
+            f"envbuild: note: {path}: the inputs did not change, so the lock `envbuild lock` resolved is "
+            "kept (requirements-rebuild.txt, envbuild.lock.json, Dockerfile and README.md as lock wrote them)"
+        )
+    elif written.lock == "dropped":
+        lines.append(
+            f"envbuild: note: {path} was locked, and what it is rendered from changed: "
+            f"{', '.join(written.changed)}. The lock was dropped (requirements-rebuild.txt and "
+            f"envbuild.lock.json are the unresolved render); `envbuild lock {shlex.quote(out_text)}` "
+            "restores it"
+        )
+    kept = [edit for edit in written.edits if edit.kept is not None]
+    dropped = [edit for edit in written.edits if edit.kept is None]
+    if kept:
+        lines.append(
+            f"envbuild: warning: {len(kept)} of your change(s) under app/ or constraints/ (render rewrites "
+            f"those folders from the profile) moved to {path / 'kept-edits'}, which the image leaves out; "
+            "make them in the profile's files to have them in the image:"
+        )
+        lines += [f"  - {edit.path} ({edit.why}) -> {edit.kept}" for edit in kept]
+    if dropped:
+        lines.append(
+            f"envbuild: warning: --discard-edits: dropped {len(dropped)} of your change(s) under app/ or "
+            "constraints/:"
+        )
+        lines += [f"  - {edit.path} ({edit.why})" for edit in dropped]
+    if written.restored:
+        lines.append(
+            "envbuild: note: written again from the profile (they had been deleted from the bundle): "
+            + ", ".join(written.restored)
+        )
+    return lines
+
+
 @cli.command("render")
 @argument("profile_ref", metavar="PROFILE")
 @option("--target", "targets", multiple=True, metavar="ID", help="Target card id (repeatable).")
@@ -72,6 +115,11 @@ def print_findings(result: CheckResult) -> None:
     default=None,
     help="Pin apt packages to the versions a first build recorded (build-TAG.record.json).",
 )
+@option(
+    "--discard-edits",
+    is_flag=True,
+    help="Drop your changes under the bundle's app/ and constraints/ (kept in kept-edits/ otherwise).",
+)
 @order_options
 @handle_errors
 def render_command(
@@ -81,6 +129,7 @@ def render_command(
     force: bool,
     bake: bool,
     apt_from: str | None,
+    discard_edits: bool,
     days: int | None,
     prices: Path | None,
 ) -> None:
@@ -88,7 +137,7 @@ def render_command(
     from envbuild.catalog.prices import with_order
     from envbuild.plan import check
     from envbuild.profile import load_profile
-    from envbuild.render import default_out, render_bundle, was_resolved
+    from envbuild.render import default_out, render_into
 
     profile = load_profile(profile_ref)
     result = with_order(check(profile, targets=list(targets) or None), days=days, price_file=prices)
@@ -109,16 +158,17 @@ def render_command(
         sys.exit(EXIT_FINDINGS)
     out_text = out if out is not None else str(default_out(result.plan))
     command = regenerate_command(profile_ref, targets, force, days, prices, bake, apt_from)
-    relock = was_resolved(Path(out_text))
-    path = render_bundle(
-        result, Path(out_text), command=command, force=force, bake=bake, targets=tuple(targets) or None
+    written = render_into(
+        result,
+        Path(out_text),
+        command=command,
+        force=force,
+        bake=bake,
+        targets=tuple(targets) or None,
+        discard_edits=discard_edits,
     )
     if not result.ok:
         echo("envbuild: warning: rendered despite error findings (--force)", err=True)
-    if relock:
-        echo(
-            f"envbuild: note: {path} was locked (resolved); its lock and requirements-rebuild.txt are now "
-            f"the unresolved render: lock it again with `envbuild lock {shlex.quote(out_text)}`",
-            err=True,
-        )
-    echo(f"wrote {path}")
+    for line in rerender_notes(written, out_text):
+        echo(line, err=True)
+    echo(f"wrote {written.path}")

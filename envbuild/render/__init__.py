@@ -1,7 +1,8 @@
 """``envbuild render``: a checked plan becomes a build bundle (see docs/architecture.md).
 
-Public API: :func:`render_bundle`, :func:`make_lock`, :func:`render_dockerfile`,
-:func:`render_files`, :func:`was_resolved`.  Nothing here imports torch or docker.
+Public API: :func:`render_bundle` (:func:`render_into` says what a re-render kept), :func:`make_lock`,
+:func:`render_dockerfile`, :func:`render_files`, :func:`was_resolved`.  Nothing here imports torch or
+docker.
 
 No output path goes into a bundle: the same inputs give the same bytes wherever the bundle is written.
 """
@@ -14,7 +15,7 @@ from pathlib import Path
 from envbuild.errors import IncompatibleError
 from envbuild.models import INPUTS_FILE, CheckResult, Plan
 from envbuild.profile.appdir import collect_app
-from envbuild.render.bundle import KEEP_DIRS, app_source, was_resolved, write_tree
+from envbuild.render.bundle import KEEP_DIRS, Written, app_source, was_resolved, write_bundle
 from envbuild.render.constraints import collect_constraints
 from envbuild.render.env import render_template
 from envbuild.render.inputs import inputs_json, inputs_of
@@ -29,6 +30,7 @@ __all__ = [
     "render_bundle",
     "render_dockerfile",
     "render_files",
+    "render_into",
     "was_resolved",
 ]
 
@@ -43,6 +45,7 @@ DOCKERIGNORE = """\
 *.log
 runs/
 README.md
+kept-edits/
 """
 
 
@@ -100,18 +103,37 @@ def render_bundle(
     force: bool = False,
     bake: bool = False,
     targets: tuple[str, ...] | None = None,
+    discard_edits: bool = False,
 ) -> Path:
     """Write the bundle for ``result`` to ``out`` atomically and return its absolute path.
 
     Re-rendering into a previous bundle keeps what render does not own (``wheelhouse/``, ``tools/``,
-    ``certs/``, logs, notes; see :mod:`envbuild.render.bundle`).  ``command`` is recorded in the bundle
-    as the way to regenerate it; it must not name ``out``, so that the bytes do not depend on where
-    the bundle is written.
+    ``certs/``, logs, notes; see :mod:`envbuild.render.bundle`), its resolved lock when the inputs did not
+    change, and the user's edits under ``app/`` and ``constraints/`` in ``kept-edits/`` unless
+    ``discard_edits`` (:mod:`envbuild.render.rerender`; :func:`render_into` says which).  ``command`` is
+    recorded in the bundle as the way to regenerate it; it must not name ``out``, so that the bytes do
+    not depend on where the bundle is written.
 
     Raises :class:`IncompatibleError` (writing nothing) when the plan has error findings and
     ``force`` is false; :class:`envbuild.errors.BundleError` when ``out`` is not ours to replace, or
     when a kept path would be lost and ``force`` is false.
     """
+    return render_into(
+        result, out, command=command, force=force, bake=bake, targets=targets, discard_edits=discard_edits
+    ).path
+
+
+def render_into(
+    result: CheckResult,
+    out: Path,
+    *,
+    command: str,
+    force: bool = False,
+    bake: bool = False,
+    targets: tuple[str, ...] | None = None,
+    discard_edits: bool = False,
+) -> Written:
+    """:func:`render_bundle`, saying what it did with the previous bundle (its lock, the user's edits)."""
     if not result.ok and not force:
         errors = [f for f in result.findings if f.severity == "error"]
         lines = [f"  - {f.code}: {f.message}" for f in errors]
@@ -120,4 +142,4 @@ def render_bundle(
             "(use --force to render anyway):\n" + "\n".join(lines)
         )
     files, executable = render_files(result, command, bake=bake, targets=targets)
-    return write_tree(files, Path(out), executable, force=force)
+    return write_bundle(files, Path(out), executable, force=force, discard_edits=discard_edits)

@@ -6,7 +6,9 @@ Re-rendering into a previous bundle replaces what render owns (the files it writ
 ``tools/``, ``certs/``, build logs and records, the user's notes.  Kept entries are moved (renamed, never
 copied) into the new tree before the swap, and moved back when the swap fails.  A kept entry that the
 new render cannot hold (a folder where render writes a file, a file or link where it needs a folder) is
-refused, naming every such path, unless ``force`` is set, which replaces it.
+refused, naming every such path, unless ``force`` is set, which replaces it.  A resolved lock whose
+inputs did not change is kept, and the user's edits under ``app/`` and ``constraints/`` are moved to
+``kept-edits/`` (or dropped with ``discard_edits``): see :mod:`envbuild.render.rerender`.
 
 Two renders into the same folder at once: each takes an exclusive lock on ``.<name>.render-lock`` beside
 ``out`` (``flock``, released when the process ends, however it ends) before it looks at ``out``; the one
@@ -23,12 +25,23 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from envbuild.errors import BundleError
 from envbuild.models import LOCK_FORMAT, Profile
+from envbuild.render.rerender import (
+    KEPT_EDITS,
+    LOCK_WRITES,
+    RECORD_FILE,
+    Edit,
+    lock_changes,
+    plan_edits,
+    read_record,
+    record_json,
+    record_of,
+)
 from envbuild.resources import profiles_dir
-from envbuild.typed import Record
 
 KEEP_DIRS = ("app", "certs", "tools", "wheelhouse")
 # Folders render rewrites whole on every render: nothing in them is kept.
@@ -90,7 +103,8 @@ def _is_dir(path: Path) -> bool:
     return path.is_dir() and not path.is_symlink()
 
 
-class KeepPlan(Record, frozen=False, kw_only=False):
+@dataclass
+class KeepPlan:
     """What a re-render does with the previous bundle's entries (paths relative to the bundle)."""
 
     moves: list[str]  # kept: moved whole (a file, a link or a folder) into the new tree
@@ -139,12 +153,24 @@ def _undo(moves: list[tuple[Path, Path]]) -> bool:
     return ok
 
 
+@dataclass(frozen=True, kw_only=True)
+class Written:
+    """What a render wrote, and what it did with the previous bundle (none: an empty or new folder)."""
+
+    path: Path  # the bundle, absolute
+    lock: str | None = None  # the previous bundle's resolved lock: "kept" | "dropped"; None: it had none
+    changed: tuple[str, ...] = ()  # why the lock was dropped (inputs keys, files)
+    edits: tuple[Edit, ...] = ()  # the user's entries under app/ and constraints/: kept aside or dropped
+    restored: tuple[str, ...] = ()  # files render wrote, the user deleted, and this render wrote again
+
+
 def write_tree(
     files: dict[str, bytes],
     out: Path,
     executable: frozenset[str] = frozenset(),
     *,
     force: bool = False,
+    discard_edits: bool = False,
 ) -> Path:
     """Write ``files`` (relative POSIX path -> bytes) as the folder ``out``, atomically.
 
@@ -152,6 +178,19 @@ def write_tree(
     ``out`` is a previous bundle, what render did not write there is kept (see :func:`plan_keep`);
     entries that cannot be kept raise :class:`BundleError` unless ``force``.
     """
+    return write_bundle(files, out, executable, force=force, discard_edits=discard_edits).path
+
+
+def write_bundle(
+    files: dict[str, bytes],
+    out: Path,
+    executable: frozenset[str] = frozenset(),
+    *,
+    force: bool = False,
+    discard_edits: bool = False,
+) -> Written:
+    """:func:`write_tree`, saying what it did with the previous bundle's lock and the user's edits; it
+    adds render's record (:data:`envbuild.render.rerender.RECORD_FILE`) to ``files``."""
     out = out.absolute()
     prepare_out(out)
     try:
@@ -161,7 +200,7 @@ def write_tree(
         raise BundleError(message) from exc
     with render_lock(out):
         prepare_out(out)  # again, under the lock: another render may have written it since
-        return _write_tree(files, out, executable, force)
+        return _write_tree(files, out, executable, force, discard_edits)
 
 
 def lock_path_for(out: Path) -> Path:
@@ -207,7 +246,39 @@ def render_lock(out: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _write_tree(files: dict[str, bytes], out: Path, executable: frozenset[str], force: bool) -> Path:
+def _against_previous(
+    out: Path, files: dict[str, bytes], discard_edits: bool
+) -> tuple[dict[str, bytes], Written]:
+    """``files`` with render's record (and the previous lock's files, when it holds), and the report."""
+    record = record_of(files)
+    files = {**files, RECORD_FILE: record_json(record)}
+    if not is_bundle(out):
+        return files, Written(path=out)
+    previous = read_record(out)
+    lock: str | None = None
+    changed: list[str] = []
+    if was_resolved(out):
+        changed = lock_changes(out, files, previous, record)
+        lock = "dropped" if changed else "kept"
+        if not changed:
+            files.update({name: (out / name).read_bytes() for name in LOCK_WRITES if name in files})
+    edits, restored = plan_edits(out, files, previous, discard=discard_edits)
+    kept_at = out / KEPT_EDITS
+    if any(edit.kept for edit in edits) and os.path.lexists(kept_at) and not _is_dir(kept_at):
+        raise BundleError(
+            f"{kept_at}: is not a folder, and re-rendering keeps your edits under app/ and constraints/ "
+            "there; move it away (or use --discard-edits); nothing was changed"
+        )
+    report = Written(
+        path=out, lock=lock, changed=tuple(changed), edits=tuple(edits), restored=tuple(restored)
+    )
+    return files, report
+
+
+def _write_tree(
+    files: dict[str, bytes], out: Path, executable: frozenset[str], force: bool, discard_edits: bool
+) -> Written:
+    files, report = _against_previous(out, files, discard_edits)
     try:
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     except OSError as exc:
@@ -237,6 +308,12 @@ def _write_tree(files: dict[str, bytes], out: Path, executable: frozenset[str], 
             for rel in keep.moves:
                 os.rename(out / rel, tmp / rel)
                 moved.append((out / rel, tmp / rel))
+            for edit in report.edits:  # the user's, under app/ and constraints/: aside, or dropped
+                if edit.kept is not None:
+                    source, target = out / edit.path.rstrip("/"), tmp / edit.kept
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    os.rename(source, target)
+                    moved.append((source, target))
             old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
             os.rename(out, old / "bundle")
         os.rename(tmp, out)
@@ -259,4 +336,4 @@ def _write_tree(files: dict[str, bytes], out: Path, executable: frozenset[str], 
         if old is not None and out.exists():  # the replaced files; never the only copy of a bundle
             with contextlib.suppress(OSError):
                 shutil.rmtree(old)
-    return out
+    return report
