@@ -15,7 +15,7 @@ dotted names, comparisons whose meaning changed between packaging releases, anyt
 packaging's :class:`~packaging.requirements.Requirement`, imported then.
 Both give the same name, extras, specifier, URL, marker text, marker verdict and ``str()``:
 ``tests/test_pyreq.py`` holds the two to that over the requirement corpus and generated markers.
-Wheel and sdist file names, and PEP 503 names, are read by :mod:`envbuild.wheelname` (re-exported here).
+Wheel and sdist file names, and PEP 503 names, are packaging.utils's (re-exported here).
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ import re
 from typing import TYPE_CHECKING, Protocol
 
 from packaging.specifiers import InvalidSpecifier, Specifier, SpecifierSet
-
-from envbuild.wheelname import canonicalize_name, parse_sdist_filename, parse_wheel_filename
+from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

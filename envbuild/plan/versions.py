@@ -7,6 +7,9 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
+from packaging.tags import Tag, compatible_tags, cpython_tags
+from packaging.utils import InvalidWheelFilename
+
 from envbuild.errors import UsageError
 from envbuild.models import RequirementLine
 from envbuild.pyreq import (
@@ -16,7 +19,6 @@ from envbuild.pyreq import (
     parse,
     parse_wheel_filename,
 )
-from envbuild.wheelname import InvalidFilename, Tag, cpython_image_tags
 
 if TYPE_CHECKING:
     from packaging.version import Version
@@ -95,9 +97,16 @@ def image_platforms(glibc: str, machine: str = "x86_64") -> list[str]:
 
 
 def image_tags(python: str, glibc: str, machine: str = "x86_64") -> set[Tag]:
-    """Every wheel tag pip accepts on the image's CPython ``python`` (a standard build) and glibc."""
+    """Every wheel tag pip accepts on the image's CPython ``python`` (a standard build) and glibc.
+
+    The ABI is given (``cpXY``), not derived from the interpreter running envbuild, which may be a
+    debug or free-threaded build unlike the image's."""
     major, minor = (int(p) for p in python.split("."))
-    return cpython_image_tags((major, minor), image_platforms(glibc, machine))
+    cp = f"cp{major}{minor}"
+    platforms = image_platforms(glibc, machine)
+    tags = set(cpython_tags((major, minor), abis=[cp], platforms=platforms))
+    tags |= set(compatible_tags((major, minor), interpreter=cp, platforms=platforms))
+    return tags
 
 
 def wheel_filename(url: str) -> str:
@@ -109,8 +118,8 @@ def wheel_problem(url: str, python: str, glibc: str, machine: str = "x86_64") ->
     name = wheel_filename(url)
     try:
         _, _, _, tags = parse_wheel_filename(name)
-    except InvalidFilename as exc:
-        return f"{name!r} is not a valid wheel file name: {exc.reason}"
+    except InvalidWheelFilename as exc:  # its message names the file and the part that is wrong
+        return str(exc)
     if tags & image_tags(python, glibc, machine):
         return None
     shown = sorted(f"{t.interpreter}-{t.abi}-{t.platform}" for t in tags)
@@ -129,14 +138,14 @@ def wheel_project(url: str) -> str | None:
     """The canonical project name in a wheel URL's file name, or None when it does not parse."""
     try:
         return canonicalize_name(parse_wheel_filename(wheel_filename(url))[0])
-    except InvalidFilename:
+    except InvalidWheelFilename:
         return None
 
 
 def wheel_version(url: str) -> Version | None:
     try:
         return parse_wheel_filename(wheel_filename(url))[1]
-    except InvalidFilename:
+    except InvalidWheelFilename:
         return None
 
 

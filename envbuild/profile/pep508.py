@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
+from packaging.utils import InvalidSdistFilename, InvalidWheelFilename
+
 from envbuild.profile.fields import SECRET_HINT, has_control, secret_key_reason, secret_value_reason
 from envbuild.pyreq import (
     InvalidRequirement,
@@ -19,7 +21,6 @@ from envbuild.pyreq import (
     parse_wheel_filename,
 )
 from envbuild.secrets import redact
-from envbuild.wheelname import InvalidFilename
 
 ENV_VAR_RE = re.compile(r"\$\{[^}$]*\}")  # "[^}$]": linear time on "${${${..."
 SCHEME_RE = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://")
@@ -130,7 +131,7 @@ def _bare_location(text: str) -> str:
                 name = str(parse_wheel_filename(filename)[0])
             else:
                 name = str(parse_sdist_filename(filename)[0])
-        except InvalidFilename:
+        except (InvalidWheelFilename, InvalidSdistFilename):
             raise LineError(
                 f"cannot tell the project name of {location!r}: write 'name @ URL' or add '#egg=name'"
             ) from None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from urllib.parse import urlsplit
 
+from packaging.utils import InvalidWheelFilename
 from packaging.version import InvalidVersion, Version
 
 from envbuild import __version__
@@ -23,7 +24,6 @@ from envbuild.pyreq import InvalidRequirement, canonicalize_name, parse, parse_w
 from envbuild.render.apt import apt_packages, runtime_packages
 from envbuild.render.constraints import collect_constraints
 from envbuild.typed import to_data
-from envbuild.wheelname import InvalidFilename
 
 _OS_RELEASE = {
     "ubuntu22.04": ("ubuntu", "22.04"),
@@ -62,7 +62,7 @@ def exact_version(line: RequirementLine) -> tuple[str | None, str | None]:
         if filename.endswith(".whl"):
             try:
                 text = str(parse_wheel_filename(filename)[1])
-            except InvalidFilename:
+            except InvalidWheelFilename:
                 return None, None
     else:
         specs = list(req.specifier)
