@@ -11,6 +11,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -263,3 +266,53 @@ def test_kept_edits_that_is_not_a_folder_is_refused_changing_nothing(rendered: t
     shutil.rmtree(bundle / "app")  # with nothing to keep, the file is only kept
     render(profile, bundle)
     assert (bundle / "kept-edits").read_text() == "a file of mine"
+
+
+# ---------------------------------------------------------------- a render killed on its way
+
+
+KILLED_RENDER = """\
+import os, signal, sys
+real = os.rename
+def rename(src, dst):
+    if {when}:
+        os.kill(os.getpid(), signal.SIGKILL)
+    real(src, dst)
+os.rename = rename
+from envbuild.cli import main
+sys.argv = ["envbuild", "render", sys.argv[1], "--out", sys.argv[2]]
+main()
+"""
+
+
+@pytest.mark.parametrize(
+    ("when", "note"),
+    [
+        # in the middle of moving kept entries into the new tree: the bundle lacks them
+        ("'kept-edits' in str(dst)", "put back wheelhouse/a.whl (an interrupted render had moved it"),
+        # between the two renames of the swap: no bundle at all, the new tree complete beside it
+        ("os.path.basename(src).startswith('.bundle.tmp-')", "finished an interrupted render"),
+    ],
+    ids=["moving", "swapping"],
+)
+def test_a_render_killed_on_its_way_hides_nothing(rendered: tuple[Path, Path], when: str, note: str) -> None:
+    profile, bundle = rendered
+    (bundle / "wheelhouse" / "a.whl").write_bytes(b"fetched")
+    (bundle / "notes.txt").write_text("mine\n")
+    (bundle / "app" / "src" / "main.py").write_text("print('my fix')\n")
+    code = KILLED_RENDER.format(when=when)
+    killed = subprocess.run(
+        [sys.executable, "-c", code, str(profile), str(bundle)], capture_output=True, text=True, check=False
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    leftovers = [p.name for p in bundle.parent.iterdir() if p.name.startswith(".bundle.")]
+    assert any(name.startswith(".bundle.tmp-") for name in leftovers)
+
+    again = render(profile, bundle)
+    assert note in again.stderr
+    files = tree(bundle)
+    assert files["wheelhouse/a.whl"] == b"fetched" and files["notes.txt"] == b"mine\n"
+    edited = files.get("kept-edits/app/src/main.py")
+    assert edited == b"print('my fix')\n", sorted(files)
+    assert files["app/src/main.py"] == b"print('main')\n"
+    assert sorted(p.name for p in bundle.parent.iterdir()) == ["bundle", "proj"]  # nothing left beside it

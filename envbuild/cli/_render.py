@@ -66,7 +66,7 @@ def print_findings(result: CheckResult) -> None:
 
 def rerender_notes(written: Written, out_text: str) -> list[str]:
     """What a re-render did with the previous bundle's lock and the user's edits (stderr lines)."""
-    lines: list[str] = []
+    lines = [f"envbuild: warning: {note}" for note in written.recovered]
     path = written.path
     if written.lock == "kept":
         lines.append(

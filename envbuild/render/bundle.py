@@ -10,6 +10,11 @@ refused, naming every such path, unless ``force`` is set, which replaces it.  A 
 inputs did not change is kept, and the user's edits under ``app/`` and ``constraints/`` are moved to
 ``kept-edits/`` (or dropped with ``discard_edits``): see :mod:`envbuild.render.rerender`.
 
+A render killed on its way (SIGKILL, power loss) hides nothing: before moving any kept entry it writes
+the list of moves (``moves.json``, fsynced) into ``.<name>.old-<suffix>``, paired with the new tree
+``.<name>.tmp-<suffix>``; the next render, under the lock, first finishes the swap (when the new tree is
+complete and ``out`` is gone) or moves every listed entry back, and says so (:func:`recover`).
+
 Two renders into the same folder at once: each takes an exclusive lock on ``.<name>.render-lock`` beside
 ``out`` (``flock``, released when the process ends, however it ends) before it looks at ``out``; the one
 that finds it taken fails at once, changing nothing.  A write that fails (a full disk: ENOSPC, EFBIG)
@@ -20,12 +25,13 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import glob
 import json
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from envbuild.errors import BundleError
@@ -162,6 +168,7 @@ class Written:
     changed: tuple[str, ...] = ()  # why the lock was dropped (inputs keys, files)
     edits: tuple[Edit, ...] = ()  # the user's entries under app/ and constraints/: kept aside or dropped
     restored: tuple[str, ...] = ()  # files render wrote, the user deleted, and this render wrote again
+    recovered: tuple[str, ...] = ()  # what an interrupted render had left beside the bundle, and where it is
 
 
 def write_tree(
@@ -199,8 +206,79 @@ def write_bundle(
         message = f"{out}: cannot create the bundle folder: {exc.strerror}; choose another --out"
         raise BundleError(message) from exc
     with render_lock(out):
+        recovered = recover(out)  # a render killed on its way (SIGKILL, power loss) left these
         prepare_out(out)  # again, under the lock: another render may have written it since
-        return _write_tree(files, out, executable, force, discard_edits)
+        written = _write_tree(files, out, executable, force, discard_edits)
+        return replace(written, recovered=tuple(recovered)) if recovered else written
+
+
+JOURNAL = "moves.json"  # in the .<name>.old-<suffix> folder: (from, to) of each entry moved into the new tree
+
+
+def _old_for(out: Path, tmp: Path) -> Path:
+    """The ``.<name>.old-<suffix>`` folder paired with the temporary tree ``.<name>.tmp-<suffix>``."""
+    return out.parent / f".{out.name}.old-{tmp.name[len(f'.{out.name}.tmp-') :]}"
+
+
+def _write_journal(old: Path, moves: list[tuple[str, str]]) -> None:
+    """Record the moves about to be made, atomically (renamed into place) and durably, before any is made."""
+    part = old / f"{JOURNAL}.part"
+    with part.open("w", encoding="utf-8") as handle:
+        json.dump(moves, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.rename(part, old / JOURNAL)
+
+
+def _read_journal(old: Path) -> list[tuple[str, str]]:
+    try:
+        data = json.loads((old / JOURNAL).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []  # none written: nothing was moved yet
+    return [(str(a), str(b)) for a, b in data]
+
+
+def recover(out: Path) -> list[str]:
+    """Finish or undo what a killed render left beside ``out`` (called under the render lock).
+
+    ``.<name>.tmp-S`` is the new tree and ``.<name>.old-S`` holds the journal of the entries moved into it
+    and, once swapped out, the previous bundle.  When ``out`` is gone and ``old/bundle`` is there, the
+    render was killed between the two renames of the swap: the new tree is complete and becomes ``out``.
+    Otherwise every journalled entry still in the new tree goes back to ``out``, and the new tree (render's
+    files only, then) is removed.  An old folder whose bundle was swapped out holds only what render
+    replaced.  Returns a line per entry put back, and per leftover that could not be settled (kept)."""
+    notes: list[str] = []
+    prefix = f".{out.name}.tmp-"
+    for tmp in sorted(out.parent.glob(f"{glob.escape(prefix)}*")):
+        old = _old_for(out, tmp)
+        moves = _read_journal(old)
+        if not os.path.lexists(out) and (old / "bundle").is_dir():
+            os.rename(tmp, out)  # killed between the renames of the swap: finish it
+            notes.append(f"finished an interrupted render: {tmp.name} became {out.name}")
+            shutil.rmtree(old, ignore_errors=True)
+            continue
+        if not _is_dir(out):
+            notes.append(f"left {tmp} as it is (an interrupted render's tree; {out} is not a bundle folder)")
+            continue
+        stuck = []
+        for source, target in reversed(moves):
+            if os.path.lexists(tmp / target) and not os.path.lexists(out / source):
+                (out / source).parent.mkdir(parents=True, exist_ok=True)
+                os.rename(tmp / target, out / source)
+                notes.append(f"put back {source} (an interrupted render had moved it to {tmp.name})")
+            elif os.path.lexists(tmp / target):
+                stuck.append(target)
+        if stuck:
+            notes.append(f"left {tmp} as it is: {', '.join(stuck)} could not be put back (already there)")
+            continue
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
+    for old in sorted(out.parent.glob(f"{glob.escape(f'.{out.name}.old-')}*")):
+        if not (old / "bundle").exists() or _is_dir(out):  # the swap was done: what render replaced
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            notes.append(f"left {old} as it is (an interrupted render's previous bundle)")
+    return notes
 
 
 def lock_path_for(out: Path) -> Path:
@@ -305,16 +383,15 @@ def _write_tree(
                     f"{out}: re-rendering would lose {len(keep.lost)} path(s) the new bundle cannot keep "
                     f"(use --force to replace them); nothing was changed:\n{lines}"
                 )
-            for rel in keep.moves:
-                os.rename(out / rel, tmp / rel)
-                moved.append((out / rel, tmp / rel))
-            for edit in report.edits:  # the user's, under app/ and constraints/: aside, or dropped
-                if edit.kept is not None:
-                    source, target = out / edit.path.rstrip("/"), tmp / edit.kept
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    os.rename(source, target)
-                    moved.append((source, target))
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+            moves = [(rel, rel) for rel in keep.moves]
+            moves += [(e.path.rstrip("/"), e.kept) for e in report.edits if e.kept is not None]
+            old = _old_for(out, tmp)
+            old.mkdir()
+            _write_journal(old, moves)  # so that a render killed from here on is undone by the next
+            for source, target in moves:
+                (tmp / target).parent.mkdir(parents=True, exist_ok=True)
+                os.rename(out / source, tmp / target)
+                moved.append((out / source, tmp / target))
             os.rename(out, old / "bundle")
         os.rename(tmp, out)
     except BaseException as exc:
@@ -333,7 +410,7 @@ def _write_tree(
             ) from exc
         raise
     finally:
-        if old is not None and out.exists():  # the replaced files; never the only copy of a bundle
+        if old is not None and out.exists() and not tmp.exists():  # replaced files; never the only copy
             with contextlib.suppress(OSError):
                 shutil.rmtree(old)
     return report
