@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 from envbuild.catalog import CardEntry, load_catalog
 from envbuild.errors import UsageError
@@ -14,7 +15,7 @@ from envbuild.plan.context import Context
 from envbuild.plan.environment import check_glibc
 from envbuild.plan.findings import Findings
 from envbuild.plan.hardware import check_arch, check_toolkit_minimums
-from envbuild.plan.versions import image_platforms, validate_driver, wheel_problem
+from envbuild.plan.versions import applies_on_image, image_platforms, validate_driver, wheel_problem
 from envbuild.typed import replace
 from tests.test_plan_support import profile, req
 
@@ -217,6 +218,23 @@ def test_image_platforms() -> None:
         tags[0] == "manylinux_2_36_x86_64" and "manylinux2014_x86_64" in tags and "manylinux1_x86_64" in tags
     )
     assert "manylinux_2_37_x86_64" not in tags
+
+
+@pytest.mark.parametrize(
+    ("text", "python", "applies"),
+    [
+        ("numpy>=1", "3.9", True),
+        ("tomli>=2; python_version < '3.11'", "3.12", False),
+        ("tomli>=2; python_version < '3.11'", "3.10", True),
+        ("pywin32; sys_platform == 'win32'", "3.12", False),
+        ("x; platform_machine == 'x86_64' and python_full_version >= '3.12.0'", "3.12", True),
+        ("x; extra == 'gpu'", "3.12", False),
+        ("x; python_version ~= 'abc'", "3.12", True),  # undecidable: assumed to apply
+    ],
+)
+def test_markers_on_the_image(text: str, python: str, applies: bool) -> None:
+    """The image is CPython ``python`` on x86_64 Linux; pip skips a line whose marker excludes it."""
+    assert applies_on_image(Requirement(text), python) is applies
 
 
 def test_unknown_torch_is_a_usage_error_suggesting_newest_ga() -> None:

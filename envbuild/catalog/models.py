@@ -370,10 +370,15 @@ _IMAGE_PYTHONS = tuple(f"3.{minor}" for minor in range(8, 21))
 
 
 def _on_image(lines: tuple[str, ...], pythons: tuple[str, ...]) -> dict[str, tuple[tuple[str, str], ...]]:
-    from envbuild.pyreq import PlainRequirement, applies_on_image, parse
+    from packaging.requirements import Requirement  # on a cache miss only
 
-    reqs = [parse(line) for line in lines]  # each line parsed once, its marker evaluated per Python
-    shown = [(str(req), str(PlainRequirement(req.name, req.extras, req.specifier))) for req in reqs]
+    from envbuild.plan.versions import applies_on_image
+
+    reqs = [Requirement(line) for line in lines]  # each line's marker evaluated per Python
+    bare = [Requirement(line) for line in lines]  # the same, shown without its marker
+    for req in bare:
+        req.marker = None
+    shown = [(str(req), str(plain)) for req, plain in zip(reqs, bare, strict=True)]
     return {
         python: tuple(pair for req, pair in zip(reqs, shown, strict=True) if applies_on_image(req, python))
         for python in pythons

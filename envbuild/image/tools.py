@@ -48,11 +48,12 @@ def requires_dist(wheel: Path) -> tuple[str, ...]:
 
 def tools_lock_input(lock: Lock, requires: tuple[str, ...]) -> Lock:
     """The bundle's lock with envbuild's requirements in place of the profile's (same target)."""
-    from envbuild.pyreq import canonicalize_name, parse
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
 
     declared = tuple(
         RequirementLine(
-            kind="requirement", text=text, name=str(canonicalize_name(parse(text).name)), origin=ORIGIN
+            kind="requirement", text=text, name=str(canonicalize_name(Requirement(text).name)), origin=ORIGIN
         )
         for text in requires
     )

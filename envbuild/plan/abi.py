@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from typing import Literal
 
 from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from envbuild.models import RequirementLine
@@ -38,8 +39,7 @@ from envbuild.plan.abi_data import (
 from envbuild.plan.context import Context
 from envbuild.plan.findings import Findings
 from envbuild.plan.packages import FAMILY
-from envbuild.plan.versions import line_requirement, wheel_filename
-from envbuild.pyreq import applies_on_image, canonicalize_name
+from envbuild.plan.versions import applies_on_image, line_requirement, wheel_filename
 from envbuild.typed import Record
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from envbuild.catalog.models import CompanionRelease, TorchRequires
@@ -12,18 +14,12 @@ from envbuild.models import IndexUrl, Pin, RequirementLine
 from envbuild.plan.context import Context
 from envbuild.plan.findings import Findings
 from envbuild.plan.versions import (
+    applies_on_image,
     is_sdist_or_vcs,
     line_requirement,
     wheel_problem,
     wheel_project,
     wheel_version,
-)
-from envbuild.pyreq import (
-    InvalidRequirement,
-    ParsedRequirement,
-    applies_on_image,
-    canonicalize_name,
-    parse,
 )
 from envbuild.typed import Record
 
@@ -57,11 +53,11 @@ def _torch_version(ctx: Context) -> Version:
 
 
 def _allows(lines: tuple[str, ...], version: Version) -> bool:
-    return all(parse(line).specifier.contains(version, prereleases=True) for line in lines)
+    return all(Requirement(line).specifier.contains(version, prereleases=True) for line in lines)
 
 
 def _pins_exactly(lines: tuple[str, ...], version: Version) -> bool:
-    specs = [spec for line in lines for spec in parse(line).specifier]
+    specs = [spec for line in lines for spec in Requirement(line).specifier]
     exact = any(s.operator in ("==", "===") and "*" not in s.version for s in specs)
     return exact and _allows(lines, version)
 
@@ -75,7 +71,7 @@ def _quote(row: CompanionRelease) -> str:
 
 def _lines(lines: tuple[str, ...]) -> str:
     """Requires-Dist lines as packaging writes them (``torch (==2.7.1)`` -> ``torch==2.7.1``)."""
-    return "; ".join(str(parse(line)) for line in lines)
+    return "; ".join(str(Requirement(line)) for line in lines)
 
 
 def _triton_lines(ctx: Context) -> tuple[TorchRequires | None, tuple[tuple[str, str], ...]]:
@@ -150,12 +146,12 @@ def _release_versions(ctx: Context, out: Findings) -> dict[str, _Choice]:
     return out_
 
 
-def _matches(req: ParsedRequirement, version: str, local: str | None) -> bool:
+def _matches(req: Requirement, version: str, local: str | None) -> bool:
     full = Version(f"{version}+{local}" if local else version)
     return req.specifier.contains(full, prereleases=True)
 
 
-def _exact(req: ParsedRequirement) -> str | None:
+def _exact(req: Requirement) -> str | None:
     """The version of a plain ``name==X`` requirement (no wildcard, no URL), else None."""
     specs = list(req.specifier)
     if req.url or len(specs) != 1 or specs[0].operator not in ("==", "===") or "*" in specs[0].version:
@@ -173,7 +169,9 @@ def _verdict(ctx: Context, name: str, version: str) -> tuple[bool | None, str, s
         row, lines = _triton_lines(ctx)
         if row is None:
             return None, "", ""
-        ok = all(parse(bare).specifier.contains(Version(version), prereleases=True) for _, bare in lines)
+        ok = all(
+            Requirement(bare).specifier.contains(Version(version), prereleases=True) for _, bare in lines
+        )
         assert ctx.patch is not None
         quote = f"torch {ctx.patch.version} requires {_shown(lines)} (its Requires-Dist)"
         return ok, quote, f"{row.source} [{row.tier}]"
@@ -208,7 +206,7 @@ def resolve_pins(ctx: Context, out: Findings) -> None:
     for i, text in enumerate(ctx.profile.torch.packages):
         where = f"torch.packages[{i}]"
         try:
-            req = parse(text)
+            req = Requirement(text)
         except InvalidRequirement as exc:
             out.error("E-COMPANION-INVALID", f"{where}: {text!r} is not a requirement ({exc})")
             continue
@@ -276,7 +274,7 @@ def _companion(
     ctx: Context,
     out: Findings,
     where: str,
-    req: ParsedRequirement,
+    req: Requirement,
     name: str,
     pairs: dict[str, _Choice],
     wanted: dict[str, str],
@@ -312,7 +310,7 @@ def _judge(
     out: Findings,
     where: str,
     text: str,
-    req: ParsedRequirement,
+    req: Requirement,
     name: str,
     pairs: dict[str, _Choice],
     wanted: dict[str, str],
@@ -512,7 +510,7 @@ def check_declared_pins(ctx: Context, out: Findings) -> None:
     Decided from the declared lines alone (no index), so ``check`` catches ``numpy<2`` next to
     ``numpy==2.2.6`` before ordering; ``check --resolve`` and ``envbuild lock`` catch the rest.
     """
-    lines: dict[str, list[tuple[RequirementLine, ParsedRequirement]]] = {}
+    lines: dict[str, list[tuple[RequirementLine, Requirement]]] = {}
     for line in ctx.requirements:
         if line.kind != "requirement":
             continue

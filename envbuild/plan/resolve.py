@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from envbuild.catalog import CudaToolkit, CudaWheel, PatchEntry, Release
@@ -11,7 +12,6 @@ from envbuild.plan.environment import choose_os
 from envbuild.plan.findings import Findings
 from envbuild.plan.suggest import cuda_name, cuda_wheels_for, no_cuda_wheel, releases_with, unknown_torch
 from envbuild.plan.versions import cubin_covers, version_choices, version_tuple
-from envbuild.pyreq import canonicalize_name
 
 
 def _covers_all(ctx: Context, wheel: CudaWheel) -> bool:

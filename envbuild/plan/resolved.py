@@ -16,11 +16,11 @@ The planner reads both as plain records (:func:`envbuild.plan.check` takes ``ser
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
 from envbuild.models import LockedDistribution
-from envbuild.typed import Record
 
 # The distributions whose version is the CUDA version of a torch build without a local tag, most
 # telling first: cuda-toolkit (torch >= 2.11 on the package index), then the runtime wheel of CUDA 13
@@ -33,7 +33,8 @@ CUDA_EVIDENCE = (
 )
 
 
-class ResolvedTorch(Record):
+@dataclass(frozen=True, kw_only=True)
+class ResolvedTorch:
     """The torch of a resolved set, and the build it is."""
 
     version: str  # public version: "2.15.0"
@@ -104,7 +105,8 @@ def torch_from(distributions: Iterable[LockedDistribution]) -> ResolvedTorch | N
     )
 
 
-class ServedTorch(Record):
+@dataclass(frozen=True, kw_only=True)
+class ServedTorch:
     """The builds of torch that the resolver's indexes and folders serve for the lock's target."""
 
     # public version -> the local tags served for it ("" for a build without a local tag), sorted
@@ -141,7 +143,9 @@ def kind_of(locals_seen: Iterable[str]) -> str:
     variants = [t for t in tags if t]
     parts = []
     if variants:
-        parts.append(", ".join(f"+{t}" for t in variants) + " builds (local tags, as a PyTorch variant index)")
+        parts.append(
+            ", ".join(f"+{t}" for t in variants) + " builds (local tags, as a PyTorch variant index)"
+        )
     if plain:
         parts.append("default builds without a local tag (the package index's kind)")
     return "; ".join(parts)

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import re
 
+from packaging.utils import canonicalize_name
+
 from envbuild.plan.context import Context, cite
 from envbuild.plan.findings import Findings
-from envbuild.plan.versions import line_requirement
-from envbuild.pyreq import applies_on_image, canonicalize_name
+from envbuild.plan.versions import applies_on_image, line_requirement
 
 _NVIDIA = re.compile(r"^nvidia-[a-z0-9-]+?-cu(\d+)$")
 

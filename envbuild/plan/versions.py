@@ -1,4 +1,4 @@
-"""Small, pure helpers: driver versions, GPU arch coverage, wheel tags against an image."""
+"""Small, pure helpers: driver versions, GPU arch coverage, wheel tags and markers against an image."""
 
 from __future__ import annotations
 
@@ -7,18 +7,13 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
+from packaging.markers import UndefinedComparison, UndefinedEnvironmentName
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.tags import Tag, compatible_tags, cpython_tags
-from packaging.utils import InvalidWheelFilename
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from envbuild.errors import UsageError
 from envbuild.models import RequirementLine
-from envbuild.pyreq import (
-    InvalidRequirement,
-    ParsedRequirement,
-    canonicalize_name,
-    parse,
-    parse_wheel_filename,
-)
 
 if TYPE_CHECKING:
     from packaging.version import Version
@@ -149,13 +144,41 @@ def wheel_version(url: str) -> Version | None:
         return None
 
 
-def line_requirement(line: RequirementLine) -> ParsedRequirement | None:
+def marker_env(python: str, machine: str = "x86_64") -> dict[str, str]:
+    """PEP 508 marker variables of the image's interpreter (CPython ``python`` on Linux)."""
+    return {
+        "implementation_name": "cpython",
+        "implementation_version": f"{python}.0",
+        "os_name": "posix",
+        "platform_machine": machine,
+        "platform_python_implementation": "CPython",
+        "platform_release": "",
+        "platform_system": "Linux",
+        "platform_version": "",
+        "python_full_version": f"{python}.0",
+        "python_version": python,
+        "sys_platform": "linux",
+        "extra": "",
+    }
+
+
+def applies_on_image(req: Requirement, python: str) -> bool:
+    """False when the requirement's environment marker excludes the image (pip would skip it)."""
+    if req.marker is None:
+        return True
+    try:
+        return req.marker.evaluate(marker_env(python))
+    except (UndefinedComparison, UndefinedEnvironmentName):  # undecidable: assume it applies
+        return True
+
+
+def line_requirement(line: RequirementLine) -> Requirement | None:
     """The PEP 508 requirement of a line the loader already checked (the one parser of requirement text
     is :func:`envbuild.profile.pep508.parse_requirement`); None for options, includes, unparsable text."""
     if line.kind != "requirement":
         return None
     try:
-        return parse(line.text)
+        return Requirement(line.text)
     except InvalidRequirement:
         return None
 

@@ -10,16 +10,16 @@ from __future__ import annotations
 import re
 from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
-from packaging.utils import InvalidSdistFilename, InvalidWheelFilename
-
-from envbuild.profile.fields import SECRET_HINT, has_control, secret_key_reason, secret_value_reason
-from envbuild.pyreq import (
-    InvalidRequirement,
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
     canonicalize_name,
-    parse,
     parse_sdist_filename,
     parse_wheel_filename,
 )
+
+from envbuild.profile.fields import SECRET_HINT, has_control, secret_key_reason, secret_value_reason
 from envbuild.secrets import redact
 
 ENV_VAR_RE = re.compile(r"\$\{[^}$]*\}")  # "[^}$]": linear time on "${${${..."
@@ -82,7 +82,7 @@ def parse_requirement(arg: str) -> tuple[str, str]:
     if "@" not in text.split(";")[0] or SCHEME_RE.match(text):
         text = _bare_location(text)
     try:
-        req = parse(text)
+        req = Requirement(text)
     except InvalidRequirement as exc:
         raise LineError(f"not a valid requirement (PEP 508): {exc}") from None
     if req.url is not None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from urllib.parse import urlsplit
 
-from packaging.utils import InvalidWheelFilename
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from envbuild import __version__
@@ -20,7 +21,6 @@ from envbuild.models import (
     RequirementLine,
 )
 from envbuild.profile.fields import secret_key_reason, secret_value_reason
-from envbuild.pyreq import InvalidRequirement, canonicalize_name, parse, parse_wheel_filename
 from envbuild.render.apt import apt_packages, runtime_packages
 from envbuild.render.constraints import collect_constraints
 from envbuild.typed import to_data
@@ -53,7 +53,7 @@ def checked_env(plan: Plan) -> dict[str, str]:
 def exact_version(line: RequirementLine) -> tuple[str | None, str | None]:
     """``(version, local)`` when ``line`` pins one exact version (``==``/``===`` or a wheel URL)."""
     try:
-        req = parse(line.text)
+        req = Requirement(line.text)
     except InvalidRequirement:
         return None, None
     text: str | None = None
