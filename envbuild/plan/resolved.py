@@ -74,34 +74,23 @@ def torch_from(distributions: Iterable[LockedDistribution]) -> ResolvedTorch | N
     torch = by_name.get("torch")
     if torch is None:
         return None
-    brought = tuple(dict.fromkeys([*torch.declared_by, *torch.required_by]))
     local = torch.local
+    variant, evidence = "cpu", "no local tag and no CUDA runtime among its dependencies"
     if local and (local.startswith(("cu", "rocm")) or local == "cpu"):
-        return ResolvedTorch(
-            version=torch.version,
-            local=local,
-            variant=local,
-            evidence=f"its local tag +{local}",
-            brought_by=brought,
-        )
-    for name in CUDA_EVIDENCE:
-        dist = by_name.get(name)
-        variant = _cuda_variant(dist.version) if dist is not None else None
-        if dist is not None and variant is not None:
-            via = "torch" if "torch" in dist.required_by else ", ".join(dist.required_by) or "the profile"
-            return ResolvedTorch(
-                version=torch.version,
-                local=local,
-                variant=variant,
-                evidence=f"{via} requires {dist.name} {dist.version}",
-                brought_by=brought,
-            )
+        variant, evidence = local, f"its local tag +{local}"
+    else:
+        for dist in filter(None, (by_name.get(name) for name in CUDA_EVIDENCE)):
+            cuda = _cuda_variant(dist.version)
+            if cuda is not None:
+                via = "torch" if "torch" in dist.required_by else ", ".join(dist.required_by) or "the profile"
+                variant, evidence = cuda, f"{via} requires {dist.name} {dist.version}"
+                break
     return ResolvedTorch(
         version=torch.version,
         local=local,
-        variant="cpu",
-        evidence="no local tag and no CUDA runtime among its dependencies",
-        brought_by=brought,
+        variant=variant,
+        evidence=evidence,
+        brought_by=tuple(dict.fromkeys([*torch.declared_by, *torch.required_by])),
     )
 
 
