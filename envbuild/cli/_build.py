@@ -226,6 +226,8 @@ def validate_image_command(
         args += ["--workdir", str(opts.workdir)]
     for item in opts.timeouts:
         args += ["--timeout", item]
+    for item in opts.skip:
+        args += ["--skip", item]
     result = validate_image(image, out=opts.out, gpus=gpus, validator_args=args, docker_args=docker_args)
     if opts.as_json and result.run_dirs:
         echo((result.run_dirs[-1] / "report.json").read_text(encoding="utf-8"), nl=False)

@@ -27,6 +27,7 @@ class ValidateOptions:
     as_json: bool
     workdir: Path | None
     timeouts: tuple[str, ...]
+    skip: tuple[str, ...] = ()  # --skip STAGE (repeatable, or comma-separated)
 
 
 _STYLE = {"passed": "green", "skipped": "cyan", "failed": "red", "timed_out": "red", "aborted": "yellow"}
@@ -97,6 +98,7 @@ def validate_command(opts: ValidateOptions) -> int:
         workdir=opts.workdir,
         timeouts=_parse_timeouts(opts.timeouts),
         on_result=progress,
+        skip=[name for item in opts.skip for name in item.split(",")],
     )
     if opts.as_json:
         echo((run_dir / "report.json").read_text(encoding="utf-8"), nl=False)
@@ -135,6 +137,13 @@ def validate_command(opts: ValidateOptions) -> int:
     "(default: the bundle's app/ with --lock BUNDLE, else the lock's workdir)",
 )
 @option("--timeout", "timeouts", multiple=True, metavar="STAGE=SECONDS", help="override a stage's timeout")
+@option(
+    "--skip",
+    "skip",
+    multiple=True,
+    metavar="STAGE",
+    help="do not run STAGE (repeatable); every stage that needs it is skipped too, and says why",
+)
 @option("--image", default=None, help="validate inside a container of this image (report copied to --out)")
 @option(
     "--gpus", default=None, metavar="all|N|none", help="with --image: GPUs to expose (default all for CUDA)"
@@ -161,9 +170,10 @@ def validate_cmd(
     as_json: bool,
     workdir: Path | None,
     timeouts: tuple[str, ...],
+    skip: tuple[str, ...],
 ) -> None:
     """Check this machine against the lock, stage by stage, and write a verifiable report."""
-    opts = ValidateOptions(lock, python, out, stages, keep_going, as_json, workdir, timeouts)
+    opts = ValidateOptions(lock, python, out, stages, keep_going, as_json, workdir, timeouts, skip=skip)
     if image is not None or gpus is not None or docker_args:  # --image TAG: see envbuild/image/run.py
         from envbuild.cli._build import validate_image_command
 

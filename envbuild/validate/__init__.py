@@ -47,7 +47,14 @@ from envbuild.validate.model import FirstFailure, LockRef, Report, StageResult
 from envbuild.validate.probe import kill_current
 from envbuild.validate.report import discard_run_dir, new_run_dir, write_report
 from envbuild.validate.runfolder import StaleRun, clear_env, finish_run, settle_stale_runs, start_run
-from envbuild.validate.stages import STAGE_NAMES, Interrupted, StageContext, run_stages, select_stages
+from envbuild.validate.stages import (
+    STAGE_NAMES,
+    Interrupted,
+    StageContext,
+    run_stages,
+    select_stages,
+    skip_reasons,
+)
 from envbuild.validate.verify import diff_reports, load_report, verify_report
 from envbuild.validate.worker import kill_workers
 
@@ -104,11 +111,14 @@ def run_validation(
     timeouts: Mapping[str, float] | None = None,
     on_result: Callable[[StageResult], None] | None = None,
     on_stale: Callable[[StaleRun], None] | None = None,
+    skip: Sequence[str] = (),
 ) -> tuple[Report, Path]:
     """Validate this machine against ``lock``; write a new report folder under ``out``.
 
     ``lock`` is a lock, a lock file, a bundle folder, or None (look in the usual places, see
-    :func:`envbuild.validate.interp.find_lock`).  Returns the report and its folder.  Raises
+    :func:`envbuild.validate.interp.find_lock`).  ``skip``: stages recorded as skipped without running,
+    with every stage that needs one of them (:func:`~envbuild.validate.stages.skip_reasons`).
+    Returns the report and its folder.  Raises
     :class:`~envbuild.errors.LockError` / :class:`~envbuild.errors.UsageError` for bad input (before
     anything is written).
 
@@ -128,6 +138,7 @@ def run_validation(
     selected = select_stages(stages)
     if stages is None and not lock_obj.blender_version:
         selected.remove("blender")  # not applicable, and not listed in a report that never needs it
+    skipped = skip_reasons(selected, skip)  # --skip: recorded as skipped, with why
     for key in timeouts or {}:
         if key not in STAGE_NAMES:
             raise UsageError(f"--timeout: unknown stage {key!r} (valid: {', '.join(STAGE_NAMES)})")
@@ -142,6 +153,7 @@ def run_validation(
         workdir=workdir.resolve(),
         timeouts=dict(timeouts or {}),
         python_chosen_by=chosen_by,
+        skip=skipped,
     )
     for stale in settle_stale_runs(out):
         (on_stale or _warn)(stale)

@@ -115,6 +115,28 @@ def select_stages(names: Iterable[str] | None) -> list[str]:
     return [n for n in STAGE_NAMES if n in wanted]
 
 
+def skip_reasons(selected: Iterable[str], skip: Iterable[str]) -> dict[str, str]:
+    """The selected stages that ``--skip`` leaves out, each with why: it was named, or it ``needs`` a
+    skipped stage (transitively: ``--skip compute`` skips extensions and checkpoint too)."""
+    named = {n.strip() for n in skip if n.strip()}
+    for name in sorted(named):
+        if name not in _SPECS:
+            raise UsageError(f"--skip: unknown stage {name!r} (valid: {choices(STAGE_NAMES)})")
+    root: dict[str, str] = {}  # skipped stage -> the --skip stage it follows from
+    reasons: dict[str, str] = {}
+    for spec in STAGES:  # in dependency order: a stage's needs come before it
+        if spec.name in named:
+            root[spec.name], reasons[spec.name] = spec.name, "skipped by --skip"
+            continue
+        gone = next((d for d in spec.needs if d in root), None)
+        if gone is not None:
+            root[spec.name] = root[gone]
+            how = "skipped by --skip" if gone == root[gone] else f"skipped because of --skip {root[gone]}"
+            reasons[spec.name] = f"needs stage '{gone}', {how}"
+    wanted = set(selected)
+    return {name: why for name, why in reasons.items() if name in wanted}
+
+
 class Interrupted(Exception):
     def __init__(self, signame: str) -> None:
         super().__init__(signame)
@@ -139,6 +161,7 @@ class StageContext:
     use_worker: bool = True
     cancel: dict[str, threading.Event] = field(default_factory=dict)  # background stages
     files: dict[str, bytes] = field(default_factory=dict)  # binary report files (the Blender renders)
+    skip: dict[str, str] = field(default_factory=dict)  # stage -> why --skip leaves it out (skip_reasons)
 
     def timeout(self, stage: str) -> float:
         return float(self.timeouts.get(stage, _SPECS[stage].timeout_s))
@@ -518,13 +541,17 @@ def run_stages(
             return f"prerequisite '{blocked}' {results[blocked].status.replace('_', ' ')}"
         return stop_reason
 
+    running = [n for n in selected if n not in ctx.skip]  # --skip: recorded as skipped, never started
     try:
-        start_workers(ctx, selected)
+        start_workers(ctx, running)
         for name in BACKGROUND_AT_START:
-            if name in selected and ctx.lock.torch_version is not None:
+            if name in running and ctx.lock.torch_version is not None:
                 background.start(name)
         for spec in STAGES:
             if spec.name not in selected:
+                continue
+            if spec.name in ctx.skip:
+                record(decide.skipped(spec.name, ctx.skip[spec.name], skipped_by="--skip"))
                 continue
             reason = why_not(spec)
             if reason:
@@ -545,7 +572,7 @@ def run_stages(
                 )
             later = BACKGROUND_AFTER.get(spec.name, "")
             if (
-                later in selected
+                later in running
                 and later not in background
                 and later not in results
                 and not why_not(_SPECS[later])
