@@ -21,7 +21,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from envbuild.typed import parse, to_data
+from envbuild.boundary import parse, to_data
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -8,8 +8,7 @@ the valid choices.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-
-from envbuild.typed import Record
+from dataclasses import dataclass
 
 # Exit codes, documented in the README.
 EXIT_OK = 0
@@ -36,7 +35,8 @@ def choices(values: Iterable[str]) -> str:
     return ", ".join(sorted(values))
 
 
-class Issue(Record, kw_only=False):
+@dataclass(frozen=True)
+class Issue:
     """One problem in an input file: where it is and what is wrong."""
 
     file: str

@@ -8,10 +8,11 @@ bump :data:`LOCK_FORMAT` when it changes incompatibly.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
 
-from envbuild.typed import InvalidData, Record, field, parse_json
+from envbuild.boundary import INPUT, InvalidData, parse_json
 
 Backend = Literal["cuda", "rocm", "cpu"]
 Kind = Literal["ubuntu", "pytorch", "blender", "custom"]
@@ -38,7 +39,8 @@ IMAGE_USER = "envbuild"
 # --------------------------------------------------------------------------------------------------
 
 
-class RequirementLine(Record):
+@dataclass(frozen=True, kw_only=True)
+class RequirementLine:
     """One logical line of a pip requirements file (continuations joined, comments stripped).
 
     ``kind`` is "requirement" (a PEP 508 string or a direct URL requirement ``name @ url``),
@@ -53,49 +55,59 @@ class RequirementLine(Record):
     origin: str  # "requirements.txt:12" or "profile:python.packages[0]"
 
 
-class BaseSpec(Record):
+@dataclass(frozen=True, kw_only=True)
+class BaseSpec:
     os: OsId = "ubuntu24.04"
     image: str | None = None  # explicit base image, overrides the derived one
 
 
-class AcceleratorSpec(Record):
+@dataclass(frozen=True, kw_only=True)
+class AcceleratorSpec:
     backend: Backend = "cpu"
     version: str | None = None  # "12.8", "6.3"; derived from the torch release when None
     targets: tuple[str, ...] = ()
 
 
-class PythonSpec(Record):
+@dataclass(frozen=True, kw_only=True)
+class PythonSpec:
     version: str = "3.11"
     packages: tuple[str, ...] = ()
     requirements: tuple[str, ...] = ()  # paths relative to the profile's folder
     lines: tuple[RequirementLine, ...] = ()  # parsed from packages + requirements, in order
 
 
-class TorchSpec(Record):
+@dataclass(frozen=True, kw_only=True)
+class TorchSpec:
     version: str | None = None
     packages: tuple[str, ...] = ()  # companions: torchvision, torchaudio, ... (bare names or pins)
 
 
-class BlenderSpec(Record):
+@dataclass(frozen=True, kw_only=True)
+class BlenderSpec:
     version: str | None = None
     devices: tuple[BlenderDevice, ...] = ()
     source: BlenderSource = "official"
 
 
-class SystemSpec(Record):
+@dataclass(frozen=True, kw_only=True)
+class SystemSpec:
     apt: tuple[str, ...] = ()
     snapshot: str | None = None  # "YYYYMMDDTHHMMSSZ": apt reads the distribution's snapshot archive
 
 
-class ResourcesSpec(Record):
+@dataclass(frozen=True, kw_only=True)
+class ResourcesSpec:
     gpu_memory_gib: float | None = None  # peak need per card
     gpus: int = 1  # cards the job uses at once
     memory_gib: float | None = None  # host memory the job needs inside its container
     cpus: float | None = None  # CPU cores the job needs inside its container
 
 
-class CheckSpec(Record):
+@dataclass(frozen=True, kw_only=True)
+class CheckSpec:
     """A user's own pilot check, run by the validator's ``checks`` stage."""
+
+    __pydantic_config__ = INPUT  # read from outside: see envbuild.boundary
 
     name: str
     run: tuple[str, ...]  # argv, never a shell string
@@ -106,7 +118,8 @@ class CheckSpec(Record):
     # "file.json:dotted.key" -> expected value
 
 
-class ValidateSpec(Record):
+@dataclass(frozen=True, kw_only=True)
+class ValidateSpec:
     """Options for the on-arrival validator, declared with the profile."""
 
     extensions: tuple[str, ...] = ()  # extension packages to import and smoke-test (flash_attn, ...)
@@ -114,11 +127,13 @@ class ValidateSpec(Record):
     checkpoint_dir: str = "runs/envbuild-checkpoint"  # relative to the workdir
 
 
-class AppSpec(Record):
+@dataclass(frozen=True, kw_only=True)
+class AppSpec:
     source: str | None = None  # folder (relative to the profile) copied into the image last
 
 
-class Origin(Record):
+@dataclass(frozen=True, kw_only=True)
+class Origin:
     """The profile file that set a key (:attr:`Profile.origins`), for messages about inherited values."""
 
     profile: str  # that file's ``name`` ("pytorch"); its file when it sets no name
@@ -131,7 +146,10 @@ class Origin(Record):
         return f"inherited from profile {self.profile!r}{where}"
 
 
-class Profile(Record):
+@dataclass(frozen=True, kw_only=True)
+class Profile:
+    __pydantic_config__ = INPUT  # read from outside: see envbuild.boundary
+
     name: str
     kind: Kind
     description: str = ""
@@ -190,7 +208,8 @@ class Devices:
         return self.cards_per_lot * self.devices_per_card
 
 
-class Card(Record, Devices):
+@dataclass(frozen=True, kw_only=True)
+class Card(Devices):
     id: str  # "h100", "b200", "rtx4090", "mi300x", "cpu"
     name: str
     vendor: Vendor
@@ -207,7 +226,8 @@ class Card(Record, Devices):
     device_memory_gib: float | None = None  # GiB per device; None: the whole card is one device
 
 
-class LotPrice(Record):
+@dataclass(frozen=True, kw_only=True)
+class LotPrice:
     """The price of one lot of a card (every card of the lot) for a duration, with where it came from."""
 
     card: str  # card id
@@ -222,20 +242,23 @@ class LotPrice(Record):
 # --------------------------------------------------------------------------------------------------
 
 
-class Finding(Record):
+@dataclass(frozen=True, kw_only=True)
+class Finding:
     severity: Severity
     code: str  # stable, e.g. "E-ARCH-MISSING", "W-DRIVER-UNKNOWN"
     message: str  # what is wrong and what to write instead; no internal citations
     source: str | None = None  # where the facts behind it come from (catalog row, metadata, URL)
 
 
-class IndexUrl(Record):
+@dataclass(frozen=True, kw_only=True)
+class IndexUrl:
     url: str
     reason: str
     primary: bool = False  # --index-url (True) or --extra-index-url (False)
 
 
-class Pin(Record):
+@dataclass(frozen=True, kw_only=True)
+class Pin:
     name: str  # canonical project name
     version: str  # "2.7.1"
     local: str | None = None  # "cu128", "rocm6.3", "cpu"
@@ -246,7 +269,10 @@ class Pin(Record):
         return f"{self.name}=={self.version}" + (f"+{self.local}" if self.local else "")
 
 
-class Plan(Record):
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    __pydantic_config__ = INPUT  # read from outside: see envbuild.boundary
+
     profile: Profile
     targets: tuple[Card, ...]
     os: OsId
@@ -283,7 +309,8 @@ class Plan(Record):
     apt_snapshot_url: str | None = None  # the service (APT_SNAPSHOT_MIRROR's default)
 
 
-class CheckResult(Record):
+@dataclass(frozen=True, kw_only=True)
+class CheckResult:
     plan: Plan
     findings: tuple[Finding, ...]
 
@@ -297,7 +324,8 @@ class CheckResult(Record):
 # --------------------------------------------------------------------------------------------------
 
 
-class LockTarget(Record, Devices):
+@dataclass(frozen=True, kw_only=True)
+class LockTarget(Devices):
     id: str
     name: str
     vendor: Vendor
@@ -308,7 +336,8 @@ class LockTarget(Record, Devices):
     device_memory_gib: float | None = None  # per device when a card is several
 
 
-class LockPackage(Record):
+@dataclass(frozen=True, kw_only=True)
+class LockPackage:
     name: str
     version: str | None  # None when the requirement is not an exact pin
     local: str | None = None
@@ -316,7 +345,8 @@ class LockPackage(Record):
     origin: str
 
 
-class LockedFile(Record):
+@dataclass(frozen=True, kw_only=True)
+class LockedFile:
     """One file of a locked distribution that installs on the lock's target (a wheel, normally)."""
 
     filename: str  # "numpy-2.2.6-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
@@ -327,7 +357,8 @@ class LockedFile(Record):
     size: int | None = None
 
 
-class LockedDistribution(Record):
+@dataclass(frozen=True, kw_only=True)
+class LockedDistribution:
     """One distribution of the fully resolved environment (written by ``envbuild lock``)."""
 
     name: str  # canonical project name
@@ -347,7 +378,8 @@ class LockedDistribution(Record):
         return tuple(sorted(f"sha256:{f.sha256}" for f in self.files))
 
 
-class LockResolution(Record):
+@dataclass(frozen=True, kw_only=True)
+class LockResolution:
     """How the lock was resolved: enough to redo it and to say what it assumed."""
 
     resolver: str  # "uv 0.13.9"
@@ -363,7 +395,10 @@ class LockResolution(Record):
     indexes_from: Literal["bundle", "command line"] = "bundle"
 
 
-class Lock(Record):
+@dataclass(frozen=True, kw_only=True)
+class Lock:
+    __pydantic_config__ = INPUT  # read from outside: see envbuild.boundary
+
     format: Literal["envbuild.lock/1"] = LOCK_FORMAT
     envbuild_version: str
     profile_name: str
@@ -415,12 +450,15 @@ INPUTS_FORMAT: Final = "envbuild.inputs/1"
 INPUTS_FILE = "envbuild.inputs.json"
 
 
-class BundleInputs(Record):
+@dataclass(frozen=True, kw_only=True)
+class BundleInputs:
     """What a bundle was rendered from (``envbuild.inputs.json``), so that ``envbuild lock`` can derive
     the plan again from the resolved set, and a re-render can tell whether anything changed.
 
     No path of the rendering machine is stored: the profile's ``folder`` is dropped and its ``path`` is
     the one the regenerate command names; its app files and constraint copies are in the bundle."""
+
+    __pydantic_config__ = INPUT  # read from outside: see envbuild.boundary
 
     format: Literal["envbuild.inputs/1"] = INPUTS_FORMAT
     profile: Profile  # the loaded profile (its requirement lines parsed, ``folder`` None)

@@ -12,10 +12,9 @@ from __future__ import annotations
 import math
 import shlex
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from envbuild.typed import Record
 
 if TYPE_CHECKING:
     from envbuild.models import Lock
@@ -37,7 +36,8 @@ AMD_GROUP_NODES = ("/dev/kfd", "/dev/dri/renderD128")
 AMD_DEVICES = ("/dev/kfd", "/dev/dri")
 
 
-class RunOptions(Record, kw_only=False):
+@dataclass(frozen=True)
+class RunOptions:
     """The ``docker run`` options envbuild recommends for a lock, each with its reason.
 
     ``group_add`` holds numeric ids (validate --image, read from this host's nodes) or shell

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import tarfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,6 @@ import pytest
 from envbuild.errors import BuildError
 from envbuild.image.run import device_options, extract_runs
 from envbuild.models import read_lock
-from envbuild.typed import replace
 
 LOCK = read_lock(Path(__file__).parent / "data" / "bundles" / "tiny" / "envbuild.lock.json")
 

@@ -21,12 +21,12 @@ from typing import Any
 import pytest
 
 import envbuild
+from envbuild.boundary import to_data
 from envbuild.catalog import cache, loader
 from envbuild.catalog.models import BlenderCatalog, Toolkits, TorchCatalog
 from envbuild.errors import CatalogError
 from envbuild.plan.abi_data import AbiData
 from envbuild.resources import cache_dir, catalog_dir
-from envbuild.typed import to_data
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -23,9 +23,9 @@ import pytest
 from build_support import envbuild, temporary_tag
 from conftest import BASE_IMAGE
 
+from envbuild.boundary import parse_json
 from envbuild.models import Lock
 from envbuild.runopts import lock_run_options, run_command
-from envbuild.typed import parse_json
 
 
 @dataclass(frozen=True)

@@ -9,17 +9,18 @@ are written by hand too, each case saying what it stands for.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from build_support import envbuild
 
+from envbuild.boundary import parse_json, to_json
 from envbuild.errors import UsageError
 from envbuild.image.run import REFUSED_DOCKER_ARGS, apply_docker_args, device_options, parse_docker_args
 from envbuild.models import Lock
 from envbuild.runopts import host_group_ids, lock_run_options, run_command, run_options
-from envbuild.typed import parse_json, replace, to_json
 from envbuild.validate.container import (
     GIB,
     cgroup_facts,

@@ -21,7 +21,7 @@ from build_support import small_tmpfs
 from test_validate_faults import _alive, hang_script
 from validate_support import cpu_lock
 
-from envbuild.typed import to_json
+from envbuild.boundary import to_json
 from envbuild.validate import verify_report
 from envbuild.validate.runfolder import INCOMPLETE, RUN_ENV, RUNNING, settle_stale_runs, start_run
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from index_support import IndexTree, IndexURLs, build_index_tree, serve_tree, sha256_of
 
-from envbuild.typed import to_data
+from envbuild.boundary import to_data
 
 LOCK = "envbuild.lock.json"
 REQUIREMENTS = "requirements-rebuild.txt"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,6 @@ from envbuild.plan.environment import check_glibc
 from envbuild.plan.findings import Findings
 from envbuild.plan.hardware import check_arch, check_toolkit_minimums
 from envbuild.plan.versions import applies_on_image, image_platforms, validate_driver, wheel_problem
-from envbuild.typed import replace
 from tests.test_plan_support import profile, req
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from envbuild.boundary import parse
 from envbuild.models import (
     Card,
     CheckResult,
@@ -19,7 +20,6 @@ from envbuild.models import (
     Profile,
     RequirementLine,
 )
-from envbuild.typed import parse
 
 SHA = "0" * 63 + "1"
 

@@ -7,14 +7,15 @@ import platform
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 
 import pytest
 from validate_support import cpu_lock, venv_distributions
 
+from envbuild.boundary import to_json
 from envbuild.models import CheckSpec
-from envbuild.typed import replace, to_json
 from envbuild.validate import diff_reports, load_report, run_validation, verify_report
 from envbuild.validate import report as report_module
 from envbuild.validate.redact import REDACTED, redact_env, redact_text

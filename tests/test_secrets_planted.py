@@ -22,8 +22,8 @@ import pytest
 from build_support import make_ca
 from validate_support import cpu_lock
 
+from envbuild.boundary import to_json
 from envbuild.models import CheckSpec
-from envbuild.typed import to_json
 
 REPO = Path(__file__).resolve().parent.parent
 NO_ENGINE = "unix:///nonexistent/envbuild-test-docker.sock"  # reaching it would be exit 3

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,6 @@ from validate_support import cpu_lock
 
 from envbuild.errors import UsageError
 from envbuild.models import CheckSpec, LockPackage
-from envbuild.typed import replace
 from envbuild.validate import exit_code, interp, run_validation, verify_report
 
 REPO = Path(__file__).resolve().parent.parent

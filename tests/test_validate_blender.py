@@ -19,13 +19,13 @@ import json
 import os
 import stat
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from envbuild.models import Lock
-from envbuild.typed import replace
 from envbuild.validate import blender, run_validation, verify_report
 from envbuild.validate.host import GpuToolFacts
 from envbuild.validate.smi import SmiGpu, SmiView

@@ -11,14 +11,15 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from validate_support import cpu_lock, venv_distributions
 
+from envbuild.boundary import to_json
 from envbuild.models import LockedDistribution
-from envbuild.typed import replace, to_json
 from envbuild.validate import exit_code, run_validation, verify_report
 
 REPO = Path(__file__).resolve().parent.parent

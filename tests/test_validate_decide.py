@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,6 @@ from validate_support import gpu_lock, locked
 
 from envbuild.errors import UsageError
 from envbuild.models import Lock, LockPackage
-from envbuild.typed import replace
 from envbuild.validate.decide import decide_interpreter, decide_os, decide_packages, package_differences
 from envbuild.validate.decide_work import (
     decide_checkpoint,

@@ -7,9 +7,10 @@ would report them; the decision must not pass them through.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from validate_support import gpu_lock
 
-from envbuild.typed import replace
 from envbuild.validate.decide_work import GIB, decide_extensions, decide_memory_gpu, memory_need_bytes
 
 LOCK = gpu_lock("cuda", ["h100"])

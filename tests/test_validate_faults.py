@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from validate_support import cpu_lock
 
-from envbuild.typed import to_json
+from envbuild.boundary import to_json
 from envbuild.validate import exit_code, run_validation, verify_report
 
 SEGV = "import os, signal, sys\nsys.stdin.read()\nos.kill(os.getpid(), signal.SIGSEGV)\n"

@@ -5,12 +5,12 @@ The same decision functions run on a live machine; only the facts come from fixt
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from validate_support import gpu_lock, smi_text, torch_fixture
 
-from envbuild.typed import replace
 from envbuild.validate.gpu import arch_covered, decide_accelerator, decide_devices
 from envbuild.validate.smi import parse_amd_smi_static, parse_nvidia_smi_xml, parse_rocm_smi_json
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
+from envbuild.boundary import parse, to_data
 from envbuild.models import Lock, LockedDistribution, LockedFile, LockTarget
-from envbuild.typed import parse, to_data
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -40,7 +41,6 @@ from envbuild.catalog.models import (
     sm_cc,
 )
 from envbuild.resources import catalog_dir, data_dir
-from envbuild.typed import Record, replace
 
 if TYPE_CHECKING:
     from envbuild.catalog.overlay import OverlayState
@@ -67,7 +67,8 @@ __all__ = [
 ]
 
 
-class Catalog(Record, kw_only=False):
+@dataclass(frozen=True)
+class Catalog:
     cards: tuple[CardEntry, ...]
     torch: TorchCatalog
     toolkits: Toolkits

@@ -7,11 +7,12 @@ cache folder (:func:`envbuild.resources.cache_dir`: ``$XDG_CACHE_HOME/envbuild``
 - the data file's bytes,
 - the model's identity and definition: its qualified name and the bytes of the modules that define
   it and its rows (fields, checks): its own module, ``envbuild/catalog/models.py``,
-  ``envbuild/models.py`` (the shared literal types) and ``envbuild/typed.py`` (how data is validated),
+  ``envbuild/models.py`` (the shared literal types) and ``envbuild/boundary.py`` (how data is validated),
 - envbuild's and Python's versions and the pickle protocol.
 
-The slot holds plain dataclasses (:mod:`envbuild.typed`): reading it imports no validation library,
-and the validator's version does not enter the key (what it accepts is fixed by the models' source).
+The slot holds plain dataclasses: reading it imports no validation library (:mod:`envbuild.boundary`
+imports pydantic only to validate), and the validator's version does not enter the key (what it
+accepts is fixed by the models' source).
 
 A slot is read only when its key is the one computed for the file being loaded; anything else
 (missing, another key, truncated, not a pickle, not an instance of the model, not owned by this
@@ -29,12 +30,14 @@ import pickle
 import sys
 from functools import cache
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from envbuild.resources import cache_dir
-from envbuild.typed import Record
 
-M = TypeVar("M", bound=Record)
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+M = TypeVar("M", bound="DataclassInstance")
 
 FORMAT = b"envbuild-catalog-cache/1\n"
 PROTOCOL = pickle.HIGHEST_PROTOCOL
@@ -57,7 +60,7 @@ def _module_digest(name: str) -> bytes:
 
 
 # The modules every catalog model depends on, besides its own.
-MODEL_MODULES = ("envbuild.catalog.models", "envbuild.models", "envbuild.typed")
+MODEL_MODULES = ("envbuild.catalog.models", "envbuild.models", "envbuild.boundary")
 
 
 @cache
@@ -81,7 +84,7 @@ def cache_key(data: bytes, model: type[Any]) -> bytes:
     return digest.hexdigest().encode("ascii")
 
 
-def slot(path: Path, model: type[Record]) -> Path:
+def slot(path: Path, model: type[DataclassInstance]) -> Path:
     """The one cache file for a data file's name validated as ``model`` (a later key overwrites it)."""
     return catalog_cache_dir() / f"{path.name}.{model.__module__}.{model.__qualname__}.pickle"
 
@@ -111,7 +114,7 @@ def load(path: Path, model: type[M], key: bytes) -> M | None:
     return obj if type(obj) is model else None
 
 
-def store(path: Path, model: type[Record], key: bytes, obj: Record) -> None:
+def store(path: Path, model: type[DataclassInstance], key: bytes, obj: DataclassInstance) -> None:
     """Write the slot atomically; any failure leaves the cache as it was and is not an error."""
     import tempfile  # only when writing: a cache hit does not pay for it
 

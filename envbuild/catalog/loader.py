@@ -11,9 +11,11 @@ cross-checks between files run on every load.
 from __future__ import annotations
 
 import io
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from envbuild.boundary import INPUT, InvalidData, error_message, parse
 from envbuild.catalog import cache
 from envbuild.catalog.models import (
     AptSnapshot,
@@ -28,14 +30,19 @@ from envbuild.catalog.models import (
     not_empty,
 )
 from envbuild.errors import CatalogError
-from envbuild.typed import InvalidData, Record, error_message, parse
 
-M = TypeVar("M", bound=Record)
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+M = TypeVar("M", bound="DataclassInstance")
 
 FILES = ("cards.toml", "torch.toml", "toolkits.toml", "platform.toml", "blender.toml", "prices.toml")
 
 
-class CardsFile(Record):
+@dataclass(frozen=True, kw_only=True)
+class CardsFile:
+    __pydantic_config__ = INPUT  # read from outside: see envbuild.boundary
+
     reserve: tuple[ReserveEntry, ...]
     card: tuple[CardEntry, ...]
 
@@ -44,12 +51,18 @@ class CardsFile(Record):
         not_empty("card", self.card)
 
 
-class PricesFile(Record):
+@dataclass(frozen=True, kw_only=True)
+class PricesFile:
+    __pydantic_config__ = INPUT  # read from outside: see envbuild.boundary
+
     terms: Terms
     price: tuple[PriceEntry, ...] = ()
 
 
-class PlatformFile(Record):
+@dataclass(frozen=True, kw_only=True)
+class PlatformFile:
+    __pydantic_config__ = INPUT  # read from outside: see envbuild.boundary
+
     os: tuple[OsEntry, ...]
     apt_snapshot: tuple[AptSnapshot, ...] = ()
 

@@ -1,10 +1,10 @@
 """Typed, frozen rows of the catalog (the TOML files in ``envbuild/data/``).
 
 Every row carries ``tier`` (P primary, S secondary, unconfirmed) and ``source`` (the citation copied
-from the design's compat-facts).  The rows are frozen dataclasses (:mod:`envbuild.typed`): a file is
-validated once, on a cache miss, by :func:`envbuild.typed.parse` (types, literals, unknown keys) and each
-row's ``__post_init__`` (shapes and ranges), so the planner can rely on shapes (``sm_90``, ``gfx942``,
-``570.124.06``, ``cu128``, ``rocm6.2.4``).  A ``ValueError`` here names the key it is about.
+from the design's compat-facts).  The rows are frozen dataclasses: a file is validated once, on a cache
+miss, by :func:`envbuild.boundary.parse` (types, literals, unknown keys) and each row's ``__post_init__``
+(shapes and ranges), so the planner can rely on shapes (``sm_90``, ``gfx942``, ``570.124.06``,
+``cu128``, ``rocm6.2.4``).  A ``ValueError`` here names the key it is about.
 """
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Sized
+from dataclasses import dataclass
 from typing import Literal, NoReturn
 
+from envbuild.boundary import INPUT
 from envbuild.models import Card, Devices, OsId, Vendor
-from envbuild.typed import Record
 
 Tier = Literal["P", "S", "unconfirmed"]
 
@@ -86,7 +87,8 @@ def text(key: str, value: str, min_length: int = 3) -> None:
         fail(key, f"must be at least {min_length} characters, got {value!r}")
 
 
-class Row(Record):
+@dataclass(frozen=True, kw_only=True)
+class Row:
     tier: Tier
     source: str
 
@@ -102,6 +104,7 @@ def sm_cc(arch: str) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
+@dataclass(frozen=True, kw_only=True)
 class CardEntry(Row, Devices):
     id: str
     name: str
@@ -169,6 +172,7 @@ class CardEntry(Row, Devices):
         )
 
 
+@dataclass(frozen=True, kw_only=True)
 class ReserveEntry(Row):
     """GiB of each device a job cannot use: the runtime context each process creates there."""
 
@@ -194,6 +198,7 @@ def check_date(value: str) -> str:
     return _check(_DATE, value, "date (YYYY-MM-DD or YYYY-MM)")
 
 
+@dataclass(frozen=True, kw_only=True)
 class Terms(Row):
     """The provider's rental terms: durations and how many lots one order may hold."""
 
@@ -216,6 +221,7 @@ class Terms(Row):
             fail("days", f"must be increasing positive numbers, got {list(self.days)}")
 
 
+@dataclass(frozen=True, kw_only=True)
 class PriceEntry(Row):
     """One card's lot prices: days -> USD for one lot (all the lot's cards) for that duration."""
 
@@ -234,6 +240,7 @@ class PriceEntry(Row):
         text("cite", self.cite)
 
 
+@dataclass(frozen=True, kw_only=True)
 class PatchEntry(Row):
     version: str
     torchvision: str
@@ -246,6 +253,7 @@ class PatchEntry(Row):
             shape(key, getattr(self, key), _VERSION, "version")
 
 
+@dataclass(frozen=True, kw_only=True)
 class CudaWheel(Row):
     variant: str
     arch_list: str  # TORCH_CUDA_ARCH_LIST as written upstream: "7.5;8.0;...;12.0+PTX"
@@ -281,6 +289,7 @@ class CudaWheel(Row):
         return int(major), int(minor)
 
 
+@dataclass(frozen=True, kw_only=True)
 class RocmWheel(Row):
     variant: str
     gfx: str
@@ -295,6 +304,7 @@ class RocmWheel(Row):
         return tuple(self.gfx.split(";"))
 
 
+@dataclass(frozen=True, kw_only=True)
 class Release(Row):
     series: str
     status: Literal["ga", "unconfirmed"]
@@ -328,6 +338,7 @@ def _requirements_on(key: str, name: str, lines: tuple[str, ...]) -> None:
             fail(key, f"{line!r} is not a requirement on {name}")
 
 
+@dataclass(frozen=True, kw_only=True)
 class CompanionRelease(Row):
     """One torchvision / torchaudio release and the Requires-Dist lines on torch its metadata declares.
 
@@ -345,6 +356,7 @@ class CompanionRelease(Row):
         _requirements_on("requires_torch", "torch", self.requires_torch)
 
 
+@dataclass(frozen=True, kw_only=True)
 class TorchRequires(Row):
     """A torch patch release's own Requires-Dist lines on triton (triton declares nothing about torch)."""
 
@@ -388,7 +400,10 @@ def _on_image(lines: tuple[str, ...], pythons: tuple[str, ...]) -> dict[str, tup
 _INDEX_URL = re.compile(r"^https://[^\s]+\{variant\}$")
 
 
-class TorchCatalog(Record):
+@dataclass(frozen=True, kw_only=True)
+class TorchCatalog:
+    __pydantic_config__ = INPUT  # read from outside: see envbuild.boundary
+
     index_url: str
     index_source: str
     release: tuple[Release, ...]
@@ -434,6 +449,7 @@ def _check_companions(torch: TorchCatalog) -> None:
                     )
 
 
+@dataclass(frozen=True, kw_only=True)
 class CudaFamily(Row):
     major: int
     driver: str
@@ -443,6 +459,7 @@ class CudaFamily(Row):
         shape("driver", self.driver, _DRIVER, "driver version")
 
 
+@dataclass(frozen=True, kw_only=True)
 class CudaToolkit(Row):
     variant: str
     version: str
@@ -467,12 +484,14 @@ class CudaToolkit(Row):
         return int(self.version.split(".")[0])
 
 
+@dataclass(frozen=True, kw_only=True)
 class RocmImage(Row):
     repository: str
     tag: str
     complete_tag: str
 
 
+@dataclass(frozen=True, kw_only=True)
 class RocmVersion(Row):
     variant: str
     version: str
@@ -487,6 +506,7 @@ class RocmVersion(Row):
         not_empty("image_os", self.image_os)
 
 
+@dataclass(frozen=True, kw_only=True)
 class ContainerEnv(Row):
     """What NVIDIA's images set for the container toolkit, set by the Dockerfile on a plain OS base."""
 
@@ -503,13 +523,17 @@ class ContainerEnv(Row):
         return self.require.format(version=version)
 
 
+@dataclass(frozen=True, kw_only=True)
 class RocmTools(Row):
     """The vendor tools the validator reads on AMD machines, for which a ROCm plan keeps a ROCm base."""
 
     tools: tuple[str, ...]
 
 
-class Toolkits(Record):
+@dataclass(frozen=True, kw_only=True)
+class Toolkits:
+    __pydantic_config__ = INPUT  # read from outside: see envbuild.boundary
+
     image_repository: str
     image_source: str
     container_env: ContainerEnv
@@ -524,6 +548,7 @@ class Toolkits(Record):
             not_empty(key, getattr(self, key))
 
 
+@dataclass(frozen=True, kw_only=True)
 class OsEntry(Row):
     id: OsId
     name: str
@@ -550,6 +575,7 @@ SNAPSHOT_RE = re.compile(r"^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$")
 _SNAPSHOT_URL = re.compile(r"^https?://[^\s\"']+[^/]$")
 
 
+@dataclass(frozen=True, kw_only=True)
 class AptSnapshot(Row):
     """A distribution's snapshot archive: ``{url}/{pocket with the snapshot after its archive}``."""
 
@@ -573,6 +599,7 @@ class AptSnapshot(Row):
         return tuple(out)
 
 
+@dataclass(frozen=True, kw_only=True)
 class BlenderSeries(Row):
     series: str
     cuda_cubins: tuple[str, ...]
@@ -616,7 +643,10 @@ class BlenderSeries(Row):
         return self.releases[-1] if self.releases else None
 
 
-class BlenderCatalog(Record):
+@dataclass(frozen=True, kw_only=True)
+class BlenderCatalog:
+    __pydantic_config__ = INPUT  # read from outside: see envbuild.boundary
+
     url: str
     sha256_url: str
     url_tier: Tier

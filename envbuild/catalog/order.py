@@ -13,11 +13,11 @@ network (torch.distributed), not NVLink.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from envbuild.catalog import load_catalog
 from envbuild.models import Card, LotPrice, Plan
-from envbuild.typed import Record
 
 if TYPE_CHECKING:
     from decimal import Decimal
@@ -44,7 +44,8 @@ def money(value: Decimal) -> str:
     return f"{value:,.2f} USD"
 
 
-class Total(Record, kw_only=False):
+@dataclass(frozen=True)
+class Total:
     days: int
     price: LotPrice | None  # None: no price known for this card and duration
     lots: int
@@ -68,7 +69,8 @@ class Total(Record, kw_only=False):
 ACROSS_LOTS = "torch.distributed over the network, not NVLink"
 
 
-class OrderLine(Record, kw_only=False):
+@dataclass(frozen=True)
+class OrderLine:
     card: Card
     gpus: int  # resources.gpus: devices the job uses at once
     lots: int

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -31,6 +32,7 @@ from typing import Literal
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from envbuild.boundary import INPUT, InvalidData, error_message, parse, to_data
 from envbuild.catalog import cache
 from envbuild.catalog.models import (
     CudaWheel,
@@ -41,7 +43,6 @@ from envbuild.catalog.models import (
     TorchCatalog,
     text,
 )
-from envbuild.typed import InvalidData, Record, error_message, field, parse, replace, to_data
 
 FORMAT = 1
 FILENAME = "catalog-overlay.json"
@@ -54,7 +55,8 @@ def overlay_path() -> Path:
     return data_dir() / FILENAME
 
 
-class IndexRead(Record):
+@dataclass(frozen=True, kw_only=True)
+class IndexRead:
     """One index refresh read: its URL, and whether it answered (else the error)."""
 
     kind: Literal["pypi", "pytorch"]
@@ -63,7 +65,8 @@ class IndexRead(Record):
     error: str | None = None
 
 
-class _Row(Record):
+@dataclass(frozen=True, kw_only=True)
+class _Row:
     version: str
     source: str  # the exact URL the row was read from
     confirmed: bool  # read from real metadata (True) or inferred / not served (False)
@@ -75,6 +78,7 @@ class _Row(Record):
         text("source", self.source)
 
 
+@dataclass(frozen=True, kw_only=True)
 class TorchRow(_Row):
     glibc: str | None = None  # from the manylinux tag of the Linux x86_64 wheels: "2.28"
     metadata_source: str | None = None  # the .metadata URL read (None: none served)
@@ -85,17 +89,22 @@ class TorchRow(_Row):
     variants_source: str | None = None
 
 
+@dataclass(frozen=True, kw_only=True)
 class CompanionRow(_Row):
     name: Literal["torchvision", "torchaudio", "triton"]
     metadata_source: str | None = None
     torch_requirement: str | None = None  # specifier; "" = any torch; None = no torch requirement
 
 
+@dataclass(frozen=True, kw_only=True)
 class BpyRow(_Row):
     pass
 
 
-class Overlay(Record):
+@dataclass(frozen=True, kw_only=True)
+class Overlay:
+    __pydantic_config__ = INPUT  # read from outside: see envbuild.boundary
+
     format: Literal[1]
     fetched_at: datetime
     envbuild_version: str
@@ -108,7 +117,8 @@ class Overlay(Record):
         return any(i.kind == kind and i.ok for i in self.indexes)
 
 
-class Usable(Record, kw_only=False):
+@dataclass(frozen=True)
+class Usable:
     """A torch release the overlay made usable: what about it is unconfirmed, and where it was read."""
 
     version: str
@@ -121,7 +131,8 @@ class Usable(Record, kw_only=False):
         return [*self.unconfirmed, *(note for v, note in self.variants if v == variant)]
 
 
-class OverlayState(Record, kw_only=False, eq=False):
+@dataclass(frozen=True, eq=False)
+class OverlayState:
     """The overlay in force (or why none is): for findings and ``envbuild catalog show``."""
 
     path: Path

@@ -16,6 +16,7 @@ Its rows replace the built-in price of the same card and duration.  Every proble
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,6 @@ from envbuild.catalog import Catalog, load_catalog
 from envbuild.catalog.models import check_date
 from envbuild.errors import Issue, UsageError, choices
 from envbuild.models import CheckResult, LotPrice
-from envbuild.typed import replace
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -39,6 +39,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import Version
 
 from envbuild import __version__
+from envbuild.boundary import to_data
 from envbuild.catalog import Catalog, load_catalog
 from envbuild.catalog.overlay import (
     BpyRow,
@@ -56,7 +57,6 @@ from envbuild.catalog.overlay import (
 from envbuild.errors import EXIT_FINDINGS, EnvbuildError
 from envbuild.net import page_links
 from envbuild.resources import catalog_dir
-from envbuild.typed import to_data
 
 PYPI = "https://pypi.org/simple"
 PYTORCH = "https://download.pytorch.org/whl"

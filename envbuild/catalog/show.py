@@ -5,11 +5,11 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from envbuild.boundary import to_data
 from envbuild.catalog import load_catalog
 from envbuild.catalog.loader import FILES
 from envbuild.catalog.overlay import STALE_DAYS, compare, overlay_path
 from envbuild.resources import catalog_dir
-from envbuild.typed import to_data
 
 
 def describe() -> dict[str, Any]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
+from envbuild.boundary import to_data
 from envbuild.cli import cli, handle_errors
 from envbuild.cli.args import echo, option
-from envbuild.typed import to_data
 
 
 @cli.command("targets")

@@ -11,12 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from envbuild.boundary import to_data
 from envbuild.cli import cli, handle_errors
 from envbuild.cli._lock import index_options, links
 from envbuild.cli.args import argument, echo, integer, option, path_type
 from envbuild.errors import EXIT_FINDINGS, EXIT_OK
 from envbuild.models import CheckResult, Plan
-from envbuild.typed import to_data
 
 
 def result_json(result: CheckResult) -> dict[str, Any]:

@@ -9,11 +9,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from envbuild.boundary import to_data
 from envbuild.cli import F, cli, handle_errors
 from envbuild.cli.args import argument, echo, option, path_type
 from envbuild.errors import EXIT_FINDINGS
 from envbuild.models import Plan
-from envbuild.typed import to_data
 
 INDEX_HELP = "Resolve against this index instead of the bundle's (repeatable; the first is primary)."
 FIND_LINKS_HELP = "Also take wheels from this folder or URL (repeatable)."

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,7 +13,6 @@ from envbuild.cli._check import order_options, order_summary
 from envbuild.cli.args import argument, echo, option
 from envbuild.errors import EXIT_FINDINGS
 from envbuild.models import CheckResult
-from envbuild.typed import replace
 
 if TYPE_CHECKING:
     from envbuild.render.bundle import Written

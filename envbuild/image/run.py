@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from envbuild.boundary import InvalidData, parse_json
 from envbuild.errors import EXIT_FINDINGS, BuildError, LockError, UsageError
 from envbuild.image.engine import docker_client
 from envbuild.image.refs import check_image_ref
 from envbuild.models import LOCK_PATH_IN_IMAGE, Lock
 from envbuild.runopts import host_group_ids, lock_run_options
-from envbuild.typed import InvalidData, parse_json
 
 RUNS_IN_CONTAINER = "/tmp/envbuild-runs"
 VALIDATOR_IN_IMAGE = "/usr/local/bin/envbuild"

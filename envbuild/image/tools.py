@@ -15,14 +15,13 @@ from __future__ import annotations
 import email.parser
 import zipfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from envbuild import __version__
 from envbuild.digest import sha256_file
 from envbuild.errors import BuildError
 from envbuild.models import Lock, LockedDistribution, RequirementLine
-from envbuild.typed import replace
 
 REQUIREMENTS = "requirements.txt"
 ORIGIN = "envbuild's Requires-Dist"

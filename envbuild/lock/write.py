@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from envbuild import __version__
@@ -25,7 +26,6 @@ from envbuild.lockurls import install_route
 from envbuild.models import Lock, LockedDistribution
 from envbuild.render.lockfile import lock_json
 from envbuild.render.quote import check_plain, comment
-from envbuild.typed import replace
 
 REQUIREMENTS = "requirements-rebuild.txt"
 LOCK = "envbuild.lock.json"

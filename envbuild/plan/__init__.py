@@ -35,6 +35,7 @@ Decisions (documented here, tested in tests/test_plan_*.py and tests/test_compat
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from envbuild.catalog import Catalog, load_catalog
 from envbuild.errors import CatalogError, UsageError, choices
@@ -46,7 +47,6 @@ from envbuild.plan.findings import Findings
 from envbuild.plan.resolved import ResolvedTorch, ServedTorch
 from envbuild.plan.runtime_pins import check_nvidia_pins
 from envbuild.plan.versions import validate_driver
-from envbuild.typed import replace
 
 __all__ = ["check"]
 

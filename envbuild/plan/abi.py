@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Literal
 
 from packaging.specifiers import SpecifierSet
@@ -40,7 +41,6 @@ from envbuild.plan.context import Context
 from envbuild.plan.findings import Findings
 from envbuild.plan.packages import FAMILY
 from envbuild.plan.versions import applies_on_image, line_requirement, wheel_filename
-from envbuild.typed import Record
 
 
 def _row(rows: Iterable[TorchRequirement | TorchaoRelease | FlashAttnRelease], version: Version) -> int:
@@ -68,7 +68,8 @@ def _cuda_digits(digits: str) -> tuple[int, ...]:
     return int(digits[:-1]), int(digits[-1])
 
 
-class _Plan(Record, kw_only=False):
+@dataclass(frozen=True)
+class _Plan:
     label: str  # "torch 2.9.1+cu128"
     torch: Version
     series: str  # "2.9"
@@ -79,7 +80,8 @@ class _Plan(Record, kw_only=False):
     python: str
 
 
-class _Build(Record, kw_only=False):
+@dataclass(frozen=True)
+class _Build:
     label: str  # the local version as the file name writes it
     style: Literal["flash", "pyg", "variant"]
     series: str | None

@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Literal
 
+from envbuild.boundary import INPUT
 from envbuild.catalog import loader
 from envbuild.catalog.models import Row, fail, not_empty, shape
 from envbuild.resources import catalog_dir
-from envbuild.typed import Record
 
 _SERIES = re.compile(r"^\d+\.\d+$")
 _FLASH_ATTN_URL = re.compile(r"^https://\S+\{version\}\S*\.whl$")
@@ -46,6 +47,7 @@ def series(key: str, values: Iterable[str]) -> None:
         shape(key, value, _SERIES, "torch series (X.Y)")
 
 
+@dataclass(frozen=True, kw_only=True)
 class CxxAbiRule(Row):
     torch: str  # a PEP 440 specifier on the plan's torch release
     variants: tuple[str, ...] = ()  # empty: every variant
@@ -56,6 +58,7 @@ class CxxAbiRule(Row):
         specifier("torch", self.torch)
 
 
+@dataclass(frozen=True, kw_only=True)
 class TorchRequirement(Row):
     version: str
     torch: str  # Requires-Dist on torch, a PEP 440 specifier ("" = any torch)
@@ -66,10 +69,12 @@ class TorchRequirement(Row):
         specifier("torch", self.torch)
 
 
+@dataclass(frozen=True, kw_only=True)
 class BitsandbytesRelease(TorchRequirement):
     gpu_libraries: tuple[str, ...]  # "cuda128", "rocm63": libbitsandbytes_<name>.so in the wheel
 
 
+@dataclass(frozen=True, kw_only=True)
 class TorchaoRelease(Row):
     version: str
     kernels_torch: tuple[str, ...] = ()
@@ -85,6 +90,7 @@ class TorchaoRelease(Row):
         versions("python_api_torch", self.python_api_torch or ())
 
 
+@dataclass(frozen=True, kw_only=True)
 class FlashAttnRelease(Row):
     version: str
     torch: tuple[str, ...]
@@ -102,6 +108,7 @@ class FlashAttnRelease(Row):
         series("python", self.python)
 
 
+@dataclass(frozen=True, kw_only=True)
 class PygWheels(Row):
     package: Literal["torch-scatter", "torch-sparse", "torch-cluster"]
     torch: str
@@ -113,7 +120,10 @@ class PygWheels(Row):
         not_empty("variants", self.variants)
 
 
-class AbiData(Record):
+@dataclass(frozen=True, kw_only=True)
+class AbiData:
+    __pydantic_config__ = INPUT  # read from outside: see envbuild.boundary
+
     flash_attn_url: str
     flash_attn_url_source: str
     cxx11_abi: tuple[CxxAbiRule, ...]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from envbuild.catalog import (
@@ -17,7 +18,6 @@ from envbuild.catalog import (
 )
 from envbuild.models import Pin, Profile, RequirementLine
 from envbuild.plan.resolved import ResolvedTorch, ServedTorch
-from envbuild.typed import Record, field
 
 
 class Sourced(Protocol):
@@ -89,7 +89,8 @@ def setting(profile: Profile, key: str, value: object | None = None) -> str:
     return f"{key} = {shown}"
 
 
-class Context(Record, frozen=False, kw_only=False):
+@dataclass
+class Context:
     catalog: Catalog
     profile: Profile
     cards: list[CardEntry]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -21,14 +22,14 @@ from envbuild.plan.versions import (
     wheel_project,
     wheel_version,
 )
-from envbuild.typed import Record
 
 PYPI = "https://pypi.org/simple"
 COMPANIONS = ("torchvision", "torchaudio", "triton", "pytorch-triton-rocm")
 FAMILY = frozenset({"torch", *COMPANIONS})
 
 
-class _Choice(Record, kw_only=False):
+@dataclass(frozen=True)
+class _Choice:
     """The release of a companion the plan pins for this torch, and the evidence for it."""
 
     version: str

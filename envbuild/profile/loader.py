@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,6 @@ from envbuild.profile.merge import Merged, merge
 from envbuild.profile.paths import Place, PlaceError, builtin_place, root_place
 from envbuild.profile.schema import CHECK, TABLES, Spec, check_document
 from envbuild.resources import profiles_dir
-from envbuild.typed import Record, field
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -50,13 +50,15 @@ def _is_builtin_ref(ref: str) -> bool:
     return "/" not in ref and "\\" not in ref and not ref.endswith(".toml")
 
 
-class _Layer(Record, frozen=False, kw_only=False):
+@dataclass
+class _Layer:
     place: Place
     ident: str  # "builtin:pytorch" or the root-relative label
     doc: dict[str, Any]
 
 
-class _Load(Record, frozen=False, kw_only=False):
+@dataclass
+class _Load:
     issues: list[Issue] = field(default_factory=list)
     files: dict[str, bytes] = field(default_factory=dict)  # label -> bytes, in first-read order
     broken: bool = False  # the extends chain could not be followed to its end

@@ -25,10 +25,10 @@ and path per key, ``torch.packages[0]`` per entry), which messages use to say a 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from envbuild.profile.schema import TABLES
-from envbuild.typed import Record, field
 
 # Both derived from the one definition of the profile's keys (:data:`envbuild.profile.schema.TABLES`).
 APPEND = frozenset(
@@ -39,7 +39,8 @@ APPEND = frozenset(
 DEFAULT_LEAVES = ("description", *(f"{table}.{key}" for table, specs in TABLES.items() for key in specs))
 
 
-class Merged(Record, frozen=False, kw_only=False):
+@dataclass
+class Merged:
     data: dict[str, Any] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
     owner: dict[str, int] = field(default_factory=dict)  # leaf key -> index of the layer that set it

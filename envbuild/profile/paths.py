@@ -11,10 +11,10 @@ built-ins).
 from __future__ import annotations
 
 import posixpath
+from dataclasses import dataclass
 from pathlib import Path
 
 from envbuild.profile.fields import check_rel_path
-from envbuild.typed import Record
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 
@@ -23,7 +23,8 @@ class PlaceError(Exception):
     """A reference cannot be followed; the message is meant for an :class:`~envbuild.errors.Issue`."""
 
 
-class Place(Record, kw_only=False):
+@dataclass(frozen=True)
+class Place:
     path: Path  # absolute, symlinks not resolved
     label: str  # "builtin:pytorch.toml" or "sub/base.toml" (relative to the root folder)
     display: str  # for messages

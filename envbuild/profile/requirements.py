@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from envbuild.errors import Issue
 from envbuild.models import RequirementLine
@@ -54,7 +55,6 @@ from envbuild.profile.pep508 import (
     parse_requirement,
 )
 from envbuild.profile.pylock import is_pylock, parse_pylock
-from envbuild.typed import Record, field
 
 MAX_INCLUDE_DEPTH = 16
 _COMMENT_RE = re.compile(r"(^|\s+)#.*$")
@@ -102,7 +102,8 @@ EDITABLE_MSG = (
 )
 
 
-class _State(Record, frozen=False, kw_only=False):
+@dataclass
+class _State:
     issues: list[Issue]
     key: str  # "python.requirements[0]"
     on_file: Callable[[Place, bytes], None]

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, get_args
 
 from envbuild.errors import Issue, choices
 from envbuild.models import Backend, BlenderDevice, BlenderSource, Kind, OsId
 from envbuild.profile import fields as f
 from envbuild.profile.pep508 import LineError, parse_requirement
-from envbuild.typed import Record
 
 Check = Callable[[Any], str | None]
 MAX_LIST = 512
@@ -79,7 +79,8 @@ def _json_key(value: str) -> str | None:
     )
 
 
-class Spec(Record, kw_only=False):
+@dataclass(frozen=True)
+class Spec:
     """One profile key: its type, the check each value must pass, and what the JSON Schema and the merge
     of ``extends`` need to know.  This table is the one definition of the profile's keys: the merge
     (:mod:`envbuild.profile.merge`) and ``envbuild schema`` are derived from it, and a test holds the

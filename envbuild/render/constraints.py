@@ -10,17 +10,18 @@ builder stage alike).
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 
 from envbuild.errors import BundleError
 from envbuild.models import Plan, RequirementLine
 from envbuild.resources import profiles_dir
-from envbuild.typed import Record
 
 CONSTRAINT_OPTIONS = frozenset({"-c", "--constraint"})
 
 
-class Constraint(Record, kw_only=False):
+@dataclass(frozen=True)
+class Constraint:
     origin: str
     declared: str  # the path as written
     bundle_path: str  # "constraints/01-constraints.txt", relative to the bundle

@@ -8,11 +8,12 @@ lock still holds.  A bundle rendered before this file existed has none: :func:`r
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
+from envbuild.boundary import InvalidData, parse_json, to_data
 from envbuild.errors import BundleError
 from envbuild.models import INPUTS_FILE, BundleInputs, CheckResult, Plan
-from envbuild.typed import InvalidData, parse_json, replace, to_data
 
 
 def inputs_of(

@@ -10,6 +10,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from envbuild import __version__
+from envbuild.boundary import to_data
 from envbuild.errors import BundleError
 from envbuild.models import (
     PYTHON_IN_IMAGE,
@@ -23,7 +24,6 @@ from envbuild.models import (
 from envbuild.profile.fields import secret_key_reason, secret_value_reason
 from envbuild.render.apt import apt_packages, runtime_packages
 from envbuild.render.constraints import collect_constraints
-from envbuild.typed import to_data
 
 _OS_RELEASE = {
     "ubuntu22.04": ("ubuntu", "22.04"),

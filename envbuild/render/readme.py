@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from dataclasses import dataclass
 
 from envbuild import __version__
 from envbuild.models import LOCK_PATH_IN_IMAGE, PYTHON_IN_IMAGE, CheckResult, Lock
@@ -19,7 +20,6 @@ from envbuild.render.view import (
     order_price_sources,
     order_rows,
 )
-from envbuild.typed import Record
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 # Findings about this machine, not the bundle: the catalog overlay's path (in the user's home) and age
@@ -28,24 +28,28 @@ SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 LOCAL_ONLY = frozenset({"I-OVERLAY", "W-OVERLAY-STALE", "W-OVERLAY-INVALID"})
 
 
-class FindingRow(Record, kw_only=False):
+@dataclass(frozen=True)
+class FindingRow:
     severity: str
     code: str
     message: str
     ref: str  # "1": the number of its source in the list under the table; "" when it has none
 
 
-class FindingSource(Record, kw_only=False):
+@dataclass(frozen=True)
+class FindingSource:
     number: int
     text: str
 
 
-class RunReason(Record, kw_only=False):
+@dataclass(frozen=True)
+class RunReason:
     flag: str
     why: str
 
 
-class SourceRow(Record, kw_only=False):
+@dataclass(frozen=True)
+class SourceRow:
     setting: str
     source: str
 

@@ -7,6 +7,7 @@ they land (shell word, Dockerfile string, Markdown); they hold loops and conditi
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from envbuild import __version__
@@ -27,7 +28,6 @@ from envbuild.render.apt import apt_packages, runtime_packages
 from envbuild.render.constraints import constraint_value
 from envbuild.render.lockfile import checked_env
 from envbuild.render.quote import check_plain, docker_str, md, sh
-from envbuild.typed import Record
 
 _PYTHON_VERSION = re.compile(r"^3\.\d{1,2}$")
 _FILENAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
@@ -35,7 +35,8 @@ _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 PROVISIONS = frozenset({"system", "deadsnakes", "base-image"})
 
 
-class EnvVar(Record, kw_only=False):
+@dataclass(frozen=True)
+class EnvVar:
     key: str  # validated identifier
     value: str  # Dockerfile-quoted
 
@@ -43,7 +44,8 @@ class EnvVar(Record, kw_only=False):
 SOURCE_DATE_EPOCH = 315532800
 
 
-class Blender(Record, kw_only=False):
+@dataclass(frozen=True)
+class Blender:
     version: str
     url: str  # shell-quoted
     sha256_url: str  # shell-quoted
@@ -52,7 +54,8 @@ class Blender(Record, kw_only=False):
     pattern: str  # grep -E pattern matching the tarball's line in the checksum file
 
 
-class DockerfileView(Record, kw_only=False):
+@dataclass(frozen=True)
+class DockerfileView:
     envbuild_version: str
     command: str  # for a comment line
     profile_name: str
@@ -191,7 +194,8 @@ def _sources_line(line: str) -> str:
 PREPARATION = {"ubuntu": "Ubuntu", "pytorch": "PyTorch", "blender": "Blender", "custom": "Custom image"}
 
 
-class OrderRow(Record, kw_only=False):
+@dataclass(frozen=True)
+class OrderRow:
     card: str
     vendor: str
     arch: str

@@ -38,9 +38,9 @@ from types import FrameType
 from typing import Any
 
 from envbuild import __version__
+from envbuild.boundary import to_data, to_json
 from envbuild.errors import ReportError, UsageError
 from envbuild.models import Lock, read_lock
-from envbuild.typed import to_data, to_json
 from envbuild.validate.host import host_facts
 from envbuild.validate.interp import DEFAULT_LOCK, choose_python, default_workdir, find_lock
 from envbuild.validate.model import FirstFailure, LockRef, Report, StageResult

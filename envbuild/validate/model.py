@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from envbuild.typed import Record, field
+from envbuild.boundary import INPUT
 
 Status = Literal["passed", "failed", "skipped", "aborted", "timed_out"]
 REPORT_FORMAT: Final = "envbuild.report/1"
@@ -13,7 +14,8 @@ REPORT_FORMAT: Final = "envbuild.report/1"
 OK_STATUSES: frozenset[str] = frozenset({"passed", "skipped"})
 
 
-class StageResult(Record):
+@dataclass(frozen=True, kw_only=True)
+class StageResult:
     stage: str
     status: Status
     duration_s: float = 0.0
@@ -26,18 +28,23 @@ class StageResult(Record):
         return self.status in OK_STATUSES
 
 
-class FirstFailure(Record):
+@dataclass(frozen=True, kw_only=True)
+class FirstFailure:
     stage: str
     error: str
 
 
-class LockRef(Record):
+@dataclass(frozen=True, kw_only=True)
+class LockRef:
     path: str
     sha256: str
     content: dict[str, Any]
 
 
-class Report(Record):
+@dataclass(frozen=True, kw_only=True)
+class Report:
+    __pydantic_config__ = INPUT  # read from outside: see envbuild.boundary
+
     format: Literal["envbuild.report/1"] = REPORT_FORMAT
     run_id: str
     envbuild_version: str

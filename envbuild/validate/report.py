@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 
+from envbuild.boundary import to_json
 from envbuild.digest import sha256_file
 from envbuild.errors import UsageError
-from envbuild.typed import to_json
 from envbuild.validate.model import Report
 from envbuild.validate.redact import env_lines, redact_text
 

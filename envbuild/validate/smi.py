@@ -9,17 +9,18 @@ import io
 import json
 import re
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass
 from typing import Any
 
 from envbuild.errors import EnvbuildError
-from envbuild.typed import Record
 
 
 class SmiParseError(EnvbuildError):
     """A vendor tool printed something that is not the documented format."""
 
 
-class SmiGpu(Record):
+@dataclass(frozen=True, kw_only=True)
+class SmiGpu:
     index: int
     name: str
     memory_mib: float | None = None
@@ -28,7 +29,8 @@ class SmiGpu(Record):
     pci_bus_id: str | None = None
 
 
-class SmiView(Record):
+@dataclass(frozen=True, kw_only=True)
+class SmiView:
     tool: str  # "nvidia-smi", "amd-smi", "rocm-smi"
     driver_version: str | None = None
     runtime_version: str | None = None  # CUDA version the driver supports / ROCm version

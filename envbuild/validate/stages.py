@@ -25,13 +25,12 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from envbuild.errors import UsageError, choices
 from envbuild.models import CheckSpec, Lock
-from envbuild.typed import replace
 from envbuild.validate import blender, checks, container, decide, decide_work, gpu, interp
 from envbuild.validate.host import GpuToolFacts, collect_gpu_tools, mem_available_bytes
 from envbuild.validate.model import StageResult, Status

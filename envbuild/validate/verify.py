@@ -6,9 +6,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from envbuild.boundary import InvalidData, parse_json
 from envbuild.digest import sha256_file
 from envbuild.errors import ReportError
-from envbuild.typed import InvalidData, parse_json
 from envbuild.validate.model import Report
 from envbuild.validate.report import MANIFEST
 
