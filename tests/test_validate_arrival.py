@@ -100,7 +100,7 @@ def test_a_venv_outside_the_image_validates_with_the_bundle(tmp_path: Path) -> N
         cwd=bundle, env=env,
     )  # fmt: skip
     assert "Traceback" not in proc.stderr, proc.stderr
-    report = json.loads(proc.stdout)
+    report = json.loads(proc.stdout)["report"]
     got = _stages(report)
     assert list(got) == stages.split(",")
 
@@ -119,7 +119,7 @@ def test_a_venv_outside_the_image_validates_with_the_bundle(tmp_path: Path) -> N
         f"validating {VENV_PYTHON} (prefix {sys.prefix}, chosen by --python), not the lock's environment "
         "/opt/venv (/opt/venv/bin/python is not here)"
     )
-    assert facts["warnings"][1].startswith(f"first on PATH, `python` is {tmp_path / 'impostor' / 'python'}")
+    assert facts["warnings"][1].startswith(f"`python`, `python3` on PATH: {tmp_path / 'impostor'}, not the")
     assert interpreter["hint"] == "; ".join(facts["warnings"])
 
     assert got["os"]["status"] == ("passed" if _os_is_the_locks() else "failed")
@@ -181,7 +181,7 @@ def test_a_profile_matching_the_venv_passes_end_to_end(tmp_path: Path) -> None:
         cwd=elsewhere, env=_impostor_path(tmp_path),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    report = json.loads(proc.stdout)
+    report = json.loads(proc.stdout)["report"]
     assert {s["stage"]: s["status"] for s in report["stages"]} == {
         "interpreter": "passed",
         "packages": "passed",

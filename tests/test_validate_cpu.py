@@ -47,12 +47,13 @@ def cpu_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         [sys.executable, "-m", "envbuild", "validate", "--lock", str(lock_file), "--out", str(out), "--json"],
         capture_output=True,
         text=True,
-        env=_env(),
+        env=_env(XDG_CACHE_HOME=str(root / "cache")),  # the C++ op is built afresh, into this cache
         timeout=900,
         check=False,
     )
     (run_dir,) = list(out.iterdir())
-    return {"proc": proc, "run_dir": run_dir, "report": json.loads(proc.stdout), "workdir": workdir}
+    report = json.loads(proc.stdout)["report"]
+    return {"proc": proc, "run_dir": run_dir, "report": report, "workdir": workdir, "cache": root / "cache"}
 
 
 @pytest.mark.slow
@@ -89,13 +90,40 @@ def test_cpp_extension_compiled_and_ran(cpu_run: dict[str, Any]) -> None:
 
 
 @pytest.mark.slow
+def test_a_second_run_loads_the_cached_extension(
+    cpu_run: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first run built the op into $XDG_CACHE_HOME/envbuild/torch-extensions, in a folder named
+    by a hash of its inputs; the extensions stage of a second run loads it and runs it in <= 5 s."""
+    from envbuild.validate.probe import run_probe
+    from envbuild.validate.stages import extension_cache_dir
+
+    ext = next(s for s in cpu_run["report"]["stages"] if s["stage"] == "extensions")
+    (first,) = ext["facts"]["parts"]
+    built = Path(first["build_directory"])
+    assert first["cache"] == "miss" and built.parent == cpu_run["cache"] / "envbuild" / "torch-extensions"
+    assert built.name.startswith("envbuild_probe_cpp_") and (built / f"{built.name}.so").is_file()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cpu_run["cache"]))
+    args = {"backend": "cpu", "compile": True, "extensions": [], "cache_dir": extension_cache_dir()}
+    out = run_probe(sys.executable, "extensions", args, 600)
+    assert out.outcome == "ok", out.reason
+    (second,) = out.data["parts"]
+    assert second["status"] == "passed" and second["max_error"] == 0.0
+    assert second["cache"] == "hit" and second["build_directory"] == str(built)
+    assert out.duration_s <= 5.0, out.duration_s
+
+
+@pytest.mark.slow
 def test_checkpoint_round_trip_in_a_fresh_process(cpu_run: dict[str, Any]) -> None:
     ck = next(s for s in cpu_run["report"]["stages"] if s["stage"] == "checkpoint")["facts"]
     assert ck["bitwise_equal"] is True and ck["max_abs_diff"] == 0.0
     assert ck["resumed_from_step"] == 4 and ck["steps"] == 8
     assert ck["size_bytes"] > 0
-    assert Path(ck["path"]).is_file()
-    assert Path(ck["path"]).parent == cpu_run["workdir"] / "runs" / "envbuild-checkpoint"
+    folder = cpu_run["workdir"] / "runs" / "envbuild-checkpoint"
+    # written in a fresh subfolder of checkpoint_dir, removed with the folders the stage created
+    assert Path(ck["path"]).parent.parent == folder and ck["folder"] == str(folder)
+    assert ck["work_folder_removed"] is True and not Path(ck["work_folder"]).exists()
+    assert not folder.exists()
 
 
 @pytest.mark.slow

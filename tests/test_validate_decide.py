@@ -279,8 +279,7 @@ def test_a_different_prefix_is_a_warning_not_a_failure() -> None:
     assert res.facts["warnings"] == [
         "validating /srv/job/venv/bin/python (prefix /srv/job/venv, chosen by --python), not the lock's "
         "environment /opt/venv (/opt/venv/bin/python is not here)",
-        "first on PATH, `python` is /usr/local/bin/python: not the interpreter under test; run the workload "
-        "with /srv/job/venv/bin/python or with /srv/job/venv/bin first on PATH (as the checks run)",
+        "`python` on PATH: /usr/local/bin, not the interpreter under test",
     ]
     assert res.hint == "; ".join(res.facts["warnings"])
     assert res.facts["chosen_by"] == "--python" and res.facts["lock_prefix"] == "/opt/venv"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import pytest
 from validate_support import cpu_lock
 
 from envbuild.boundary import to_json
+from envbuild.models import CheckSpec
 from envbuild.validate import exit_code, run_validation, verify_report
 
 SEGV = "import os, signal, sys\nsys.stdin.read()\nos.kill(os.getpid(), signal.SIGSEGV)\n"
@@ -164,19 +166,54 @@ def test_signal_during_a_probe_still_writes_the_report(
     assert report["interrupted"] is True and report["signal"] == sig.name and report["ok"] is False
     stages = {s["stage"]: s for s in report["stages"]}
     assert stages["interpreter"]["status"] == "passed"
-    assert (
-        stages["packages"]["status"] == "aborted"
-        and stages["packages"]["error"] == f"interrupted by {sig.name}"
-    )
+    packages = stages["packages"]
+    assert packages["status"] == "aborted"
+    assert re.fullmatch(rf"interrupted by {sig.name} after \d+\.\d s", packages["error"]), packages["error"]
     assert stages["checks"]["error"] == f"not run: the run was interrupted ({sig.name})"
-    assert report["first_failure"] == {"stage": "packages", "error": f"interrupted by {sig.name}"}
-    assert report["stage_reached"] == "packages"
+    assert report["first_failure"] == {"stage": "packages", "error": packages["error"]}
+    # the extension build started with the run, beside the ladder: it ran too, and is the last that did
+    assert stages["extensions"]["status"] == "aborted" and "after" in stages["extensions"]["error"]
+    assert report["stage_reached"] == "extensions"
     assert verify_report(run_dir) == []
     _, grandchild, daemon = (int(x) for x in (tmp_path / "pids").read_text().split())
     deadline = time.monotonic() + 5
     while (_alive(grandchild) or _alive(daemon)) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _alive(grandchild) and not _alive(daemon)
+
+
+def test_a_check_running_when_the_signal_comes_was_interrupted_not_not_run(tmp_path: Path) -> None:
+    """Issue 24: an interrupted stage was reported as "not run".  The checks stage runs beside the
+    ladder; SIGINT while its check sleeps: it ran, for some seconds, and is the stage reached."""
+    started = tmp_path / "started"
+    code = f"import pathlib, time; pathlib.Path({str(started)!r}).touch(); time.sleep(120)"
+    lock = cpu_lock(tmp_path, checks=(CheckSpec(name="slow", run=(sys.executable, "-c", code)),))
+    lock_file = tmp_path / "lock.json"
+    lock_file.write_text(to_json(lock), encoding="utf-8")
+    out = tmp_path / "runs"
+    argv = [sys.executable, "-m", "envbuild", "validate", "--lock", str(lock_file), "--out", str(out)]
+    proc = subprocess.Popen(
+        [*argv, "--workdir", str(tmp_path), "--stages", "checks"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while not started.exists():
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.1)
+    time.sleep(1.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err.decode()
+    (run_dir,) = list(out.iterdir())
+    report = json.loads((run_dir / "report.json").read_text())
+    checks = next(s for s in report["stages"] if s["stage"] == "checks")
+    assert checks["status"] == "aborted"
+    match = re.fullmatch(r"interrupted by SIGINT after (\d+\.\d) s", checks["error"])
+    assert match and float(match.group(1)) >= 1.0, checks["error"]
+    assert report["stage_reached"] == "checks"
+    assert [s["stage"] for s in report["stages"]] == ["interpreter", "packages", "checks"]
+    assert verify_report(run_dir) == []
 
 
 def test_gpu_lock_without_a_gpu_fails_at_accelerator_with_the_hint(tmp_path: Path) -> None:
@@ -216,7 +253,7 @@ def test_gpu_lock_without_a_gpu_fails_at_accelerator_with_the_hint(tmp_path: Pat
         timeout=120,
     )
     assert proc.returncode == 1, proc.stderr
-    report = json.loads(proc.stdout)
+    report = json.loads(proc.stdout)["report"]
     stages = {s["stage"]: s for s in report["stages"]}
     assert stages["packages"]["status"] == "passed"
     acc = stages["accelerator"]
@@ -255,3 +292,22 @@ def test_missing_toolchain_is_named_by_the_real_probe(tmp_path: Path) -> None:
     )
     res = decide_extensions(cpu_lock(tmp_path), out.data)
     assert res.status == "failed" and "apt: g++ python3-dev ninja-build" in (res.hint or "")
+
+
+def test_a_missing_compiler_is_named_before_any_command(tmp_path: Path) -> None:
+    """Issue 24: CXX=/usr/bin/no-such-g++ showed a 600-character command; "not found" only in
+    report.json.  The probe names the missing binary first."""
+    from envbuild.validate.decide_work import decide_extensions
+    from envbuild.validate.probe import run_probe
+
+    env = {**os.environ, "CXX": "/usr/bin/no-such-g++"}
+    args = {"backend": "cpu", "compile": True, "extensions": []}
+    out = run_probe(sys.executable, "extensions", args, 120, env=env)
+    assert out.outcome == "ok", out.reason
+    (part,) = out.data["parts"]
+    assert (
+        part["error"]
+        == "cannot compile a C++ extension: missing C++ compiler /usr/bin/no-such-g++ (from $CXX)"
+    )
+    res = decide_extensions(cpu_lock(tmp_path), out.data)
+    assert res.error == part["error"]

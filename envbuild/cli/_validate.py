@@ -1,17 +1,24 @@
 """Commands: ``envbuild validate``, ``envbuild report verify DIR``, ``envbuild report diff A B``.
 
-``validate_command`` is the plain function behind ``envbuild validate``; another command (the
-``--image`` variant in envbuild/image/) can wrap it or call :func:`envbuild.validate.run_validation`.
+``validate_command`` is the plain function behind ``envbuild validate``; ``validate_image_command`` runs
+the validator inside a container of an image (:mod:`envbuild.image.run`).
+
+Exit 0 passed, 1 a stage failed (or the reports differ / do not verify), 2 bad input, 3 no engine,
+130 / 143 interrupted.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from envbuild.cli import cli, handle_errors
-from envbuild.cli.args import argument, echo, option, path_type
+import click
+
+from envbuild.cli import cli, handle_errors, json_option
+from envbuild.cli.output import envelope, print_json
 from envbuild.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 
 
@@ -28,6 +35,7 @@ class ValidateOptions:
     workdir: Path | None
     timeouts: tuple[str, ...]
     skip: tuple[str, ...] = ()  # --skip STAGE (repeatable, or comma-separated)
+    strict: bool = False  # --strict: every warning of the run is an error
 
 
 _STYLE = {"passed": "green", "skipped": "cyan", "failed": "red", "timed_out": "red", "aborted": "yellow"}
@@ -47,26 +55,57 @@ def _parse_timeouts(values: tuple[str, ...]) -> dict[str, float]:
     return out
 
 
+def report_json(run_dir: Path) -> dict[str, Any]:
+    """``validate --json``: the report (report.json) with one error finding per stage that did not pass."""
+    report = json.loads((run_dir / "report.json").read_text(encoding="utf-8"))
+    findings = [
+        {
+            "severity": "error",
+            "code": "E-STAGE-" + str(stage["status"]).upper().replace("_", "-"),
+            "message": f"{stage['stage']}: {stage.get('error') or stage['status']}"
+            + (f" (hint: {stage['hint']})" if stage.get("hint") else ""),
+            "source": None,
+        }
+        for stage in report.get("stages", [])
+        if stage.get("status") in ("failed", "timed_out", "aborted")
+    ]
+    ok = bool(report.get("ok")) and not report.get("interrupted")
+    return envelope("validate", ok=ok, findings=findings, report_dir=str(run_dir), report=report)
+
+
 def _print_table(report: object, run_dir: Path, err: bool) -> None:
-    from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
+    from envbuild.cli.output import console as make_console
     from envbuild.validate import Report
 
     assert isinstance(report, Report)
-    console = Console(stderr=err)
+    console = make_console(err=err)
     table = Table(title=f"envbuild validate — {report.run_id}")
     for col in ("stage", "status", "seconds", "detail"):
         table.add_column(col, overflow="fold")
+    warned: list[tuple[str, str]] = []
     for s in report.stages:
         detail = s.error or str(s.facts.get("reason", ""))
-        if s.hint:
+        warnings = [str(w) for w in s.facts.get("warnings") or []]
+        warned += [(s.stage, w) for w in warnings]
+        if s.hint and warnings and s.hint == "; ".join(warnings):  # printed whole below the table
+            plural = "s" if len(warnings) > 1 else ""
+            detail += ("\n" if detail else "") + f"{len(warnings)} warning{plural} (below)"
+        elif s.hint:
             detail += f"\nhint: {s.hint}"
         table.add_row(
             s.stage, f"[{_STYLE[s.status]}]{s.status}[/]", f"{s.duration_s:.2f}", detail, style=None
         )
     console.print(table, markup=True)
-    echo(f"lock {report.lock.path}; interpreter {report.python}; workdir {report.workdir}", err=err)
+    for stage, text in warned:
+        console.print(f"[yellow]warning[/]: {stage}: {escape(text)}", markup=True, soft_wrap=True)
+    console.print(
+        f"lock {report.lock.path}; interpreter {report.python}; workdir {report.workdir}",
+        markup=False,
+        soft_wrap=True,
+    )
     verdict = "[green]PASSED[/]" if report.ok else "[red]FAILED[/]"
     if report.interrupted:
         verdict += f" (interrupted by {report.signal})"
@@ -87,7 +126,7 @@ def validate_command(opts: ValidateOptions) -> int:
         from envbuild.validate import StageResult
 
         assert isinstance(res, StageResult)
-        echo(f"  {res.stage:<12} {res.status:<9} {res.duration_s:7.2f}s", err=True)
+        click.echo(f"  {res.stage:<12} {res.status:<9} {res.duration_s:7.2f}s", err=True)
 
     report, run_dir = run_validation(
         opts.lock,
@@ -99,63 +138,130 @@ def validate_command(opts: ValidateOptions) -> int:
         timeouts=_parse_timeouts(opts.timeouts),
         on_result=progress,
         skip=[name for item in opts.skip for name in item.split(",")],
+        strict=opts.strict,
     )
     if opts.as_json:
-        echo((run_dir / "report.json").read_text(encoding="utf-8"), nl=False)
+        print_json(report_json(run_dir))
     _print_table(report, run_dir, err=opts.as_json)
     return exit_code(report)
 
 
+def validate_image_command(
+    image: str, gpus: str | None, opts: ValidateOptions, docker_args: tuple[str, ...] = ()
+) -> int:
+    """``envbuild validate --image TAG``: the validator inside a container, its report copied to ``opts.out``.
+
+    Returns the in-container validator's exit code.
+    """
+    from envbuild.errors import UsageError
+    from envbuild.image.run import validate_image
+
+    if opts.lock is not None or opts.python is not None:
+        raise UsageError("--image uses the lock and interpreter inside the image; drop --lock/--python")
+    args: list[str] = []
+    if opts.stages is not None:
+        args += ["--stages", opts.stages]
+    if opts.keep_going:
+        args.append("--keep-going")
+    if opts.workdir is not None:
+        args += ["--workdir", str(opts.workdir)]
+    for item in opts.timeouts:
+        args += ["--timeout", item]
+    for item in opts.skip:
+        args += ["--skip", item]
+    if opts.strict:
+        args.append("--strict")
+    result = validate_image(image, out=opts.out, gpus=gpus, validator_args=args, docker_args=docker_args)
+    if opts.as_json and result.run_dirs:
+        print_json(report_json(result.run_dirs[-1]))
+    for run_dir in result.run_dirs:
+        click.echo(f"envbuild: report copied to {run_dir}", err=True)
+    if not result.run_dirs:
+        message = f"the validator in {image} exited {result.exit_code} without writing a report"
+        if opts.as_json:
+            finding = {"severity": "error", "code": "E-VALIDATE", "message": message, "source": None}
+            print_json(envelope("validate", ok=False, findings=[finding], report_dir=None, report=None))
+        click.echo(f"envbuild: {message}", err=True)
+    return result.exit_code
+
+
 @cli.command("validate")
-@option(
+@click.option(
     "--lock",
     "lock",
-    type=path_type(),
+    type=click.Path(path_type=Path),
     default=None,
-    help="a bundle folder or a lock file "
-    "(default: /etc/envbuild/envbuild.lock.json, else ./envbuild.lock.json)",
+    help="A bundle folder or a lock file "
+    "(default: /etc/envbuild/envbuild.lock.json, else ./envbuild.lock.json).",
 )
-@option(
+@click.option(
     "--python",
     "python",
     default=None,
-    help="interpreter under test (default: the lock's, else the active venv/conda env, else envbuild's own)",
+    help="Interpreter under test (default: the lock's, else the active venv/conda env, else envbuild's own).",
 )
-@option("--out", "out", type=path_type(), default=Path("runs"), show_default=True)
-@option("--stages", default=None, help="comma-separated stages (their prerequisites are added)")
-@option(
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(path_type=Path),
+    default=Path("runs"),
+    show_default=True,
+    help="Folder that receives the report folder (one per run, named by its run id).",
+)
+@click.option("--stages", default=None, help="Comma-separated stages (their prerequisites are added).")
+@click.option(
     "--keep-going",
     is_flag=True,
-    help="after a failure, still run every stage that can (skipped only when a fact it needs is missing)",
+    help="After a failure, still run every stage that can (skipped only when a fact it needs is missing).",
 )
-@option("--json", "as_json", is_flag=True, help="print report.json on stdout (the table goes to stderr)")
-@option(
+@json_option(
+    "Print {format, command, ok, findings, report_dir, report} as JSON, report being report.json "
+    "(the table goes to stderr)."
+)
+@click.option(
     "--workdir",
-    type=path_type(),
+    type=click.Path(path_type=Path),
     default=None,
-    help="where checks and the checkpoint run "
-    "(default: the bundle's app/ with --lock BUNDLE, else the lock's workdir)",
+    help="Where checks and the checkpoint run "
+    "(default: the bundle's app/ with --lock BUNDLE, else the lock's workdir).",
 )
-@option("--timeout", "timeouts", multiple=True, metavar="STAGE=SECONDS", help="override a stage's timeout")
-@option(
+@click.option(
+    "--timeout",
+    "timeouts",
+    multiple=True,
+    metavar="STAGE=SECONDS",
+    help="Override a stage's timeout (repeatable).",
+)
+@click.option(
     "--skip",
     "skip",
     multiple=True,
     metavar="STAGE",
-    help="do not run STAGE (repeatable); every stage that needs it is skipped too, and says why",
+    help="Do not run STAGE (repeatable); every stage that needs it is skipped too, and says why.",
 )
-@option("--image", default=None, help="validate inside a container of this image (report copied to --out)")
-@option(
-    "--gpus", default=None, metavar="all|N|none", help="with --image: GPUs to expose (default all for CUDA)"
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Make every warning of the run an error (a check that left processes behind, an impostor "
+    "python on PATH, low limits): its stage fails.",
 )
-@option(
+@click.option(
+    "--image",
+    default=None,
+    metavar="TAG",
+    help="Validate inside a container of this image (report copied to --out).",
+)
+@click.option(
+    "--gpus", default=None, metavar="all|N|none", help="With --image: GPUs to expose (default all for CUDA)."
+)
+@click.option(
     "--docker-arg",
     "docker_args",
     multiple=True,
     metavar="ARG",
-    help="with --image: an extra `docker run` flag on top of the recommended ones, e.g. "
+    help="With --image: an extra `docker run` flag on top of the recommended ones, e.g. "
     "--docker-arg=--shm-size=2g (repeatable; --user, --entrypoint, --privileged and the flags envbuild "
-    "sets itself are refused)",
+    "sets itself are refused).",
 )
 @handle_errors
 def validate_cmd(
@@ -171,12 +277,13 @@ def validate_cmd(
     workdir: Path | None,
     timeouts: tuple[str, ...],
     skip: tuple[str, ...],
+    strict: bool,
 ) -> None:
     """Check this machine against the lock, stage by stage, and write a verifiable report."""
-    opts = ValidateOptions(lock, python, out, stages, keep_going, as_json, workdir, timeouts, skip=skip)
+    opts = ValidateOptions(
+        lock, python, out, stages, keep_going, as_json, workdir, timeouts, skip=skip, strict=strict
+    )
     if image is not None or gpus is not None or docker_args:  # --image TAG: see envbuild/image/run.py
-        from envbuild.cli._build import validate_image_command
-
         if image is None:
             raise UsageError(
                 ("--docker-arg" if docker_args and gpus is None else "--gpus") + " needs --image"
@@ -191,27 +298,32 @@ def report_group() -> None:
 
 
 @report_group.command("verify")
-@argument("directory", type=path_type())
+@click.argument("directory", type=click.Path(path_type=Path))
+@json_option("Print {format, command, ok, findings, directory} as JSON, one finding per problem.")
 @handle_errors
-def report_verify(directory: Path) -> None:
+def report_verify(directory: Path, as_json: bool) -> None:
     """Check every file of a report DIRECTORY against its MANIFEST.sha256 (exit 1 on any problem)."""
     from envbuild.validate import verify_report
 
     problems = verify_report(directory)
-    if problems:
+    if as_json:
+        findings = [{"severity": "error", "code": "E-REPORT", "message": p, "source": None} for p in problems]
+        print_json(envelope("report verify", ok=not problems, findings=findings, directory=str(directory)))
+    elif problems:
         for p in problems:
-            echo(p)
-        echo(f"{directory}: {len(problems)} problem(s)", err=True)
-        sys.exit(EXIT_FINDINGS)
-    echo(f"{directory}: intact")
-    sys.exit(EXIT_OK)
+            click.echo(f"error: E-REPORT: {p}")
+        click.echo(f"{directory}: {len(problems)} problem(s)", err=True)
+    else:
+        click.echo(f"{directory}: intact")
+    sys.exit(EXIT_FINDINGS if problems else EXIT_OK)
 
 
 @report_group.command("diff")
-@argument("a", type=path_type())
-@argument("b", type=path_type())
+@click.argument("a", type=click.Path(path_type=Path))
+@click.argument("b", type=click.Path(path_type=Path))
+@json_option("Print {format, command, ok, findings, differences} as JSON (ok: no differences).")
 @handle_errors
-def report_diff(a: Path, b: Path) -> None:
+def report_diff(a: Path, b: Path, as_json: bool) -> None:
     """Compare two reports: stage statuses, packages, devices, driver.
 
     Exit 0 same, 1 different, 2 when either is not a readable report (so "different" stays unambiguous).
@@ -224,8 +336,11 @@ def report_diff(a: Path, b: Path) -> None:
     except ReportError as exc:
         raise UsageError(exc.message) from None
     diffs = diff_reports(*reports)
-    for line in diffs:
-        echo(line)
-    if not diffs:
-        echo("no differences")
+    if as_json:
+        print_json(envelope("report diff", ok=not diffs, findings=(), differences=list(diffs)))
+    else:
+        for line in diffs:
+            click.echo(line)
+        if not diffs:
+            click.echo("no differences")
     sys.exit(EXIT_FINDINGS if diffs else EXIT_OK)

@@ -42,7 +42,7 @@ from envbuild.boundary import to_data, to_json
 from envbuild.errors import ReportError, UsageError
 from envbuild.models import Lock, read_lock
 from envbuild.validate.host import host_facts
-from envbuild.validate.interp import DEFAULT_LOCK, choose_python, default_workdir, find_lock
+from envbuild.validate.interp import DEFAULT_LOCK, SOURCE_SELF, choose_python, default_workdir, find_lock
 from envbuild.validate.model import FirstFailure, LockRef, Report, StageResult
 from envbuild.validate.probe import kill_current
 from envbuild.validate.report import discard_run_dir, new_run_dir, write_report
@@ -88,9 +88,10 @@ def _signals_raise() -> Iterator[None]:
         return
 
     def handler(signum: int, frame: FrameType | None) -> None:
+        exc = Interrupted(signal.Signals(signum).name)  # its time is the signal's, before anything dies
         kill_current()
         kill_workers()
-        raise Interrupted(signal.Signals(signum).name)
+        raise exc
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
@@ -112,12 +113,14 @@ def run_validation(
     on_result: Callable[[StageResult], None] | None = None,
     on_stale: Callable[[StaleRun], None] | None = None,
     skip: Sequence[str] = (),
+    strict: bool = False,
 ) -> tuple[Report, Path]:
     """Validate this machine against ``lock``; write a new report folder under ``out``.
 
     ``lock`` is a lock, a lock file, a bundle folder, or None (look in the usual places, see
     :func:`envbuild.validate.interp.find_lock`).  ``skip``: stages recorded as skipped without running,
     with every stage that needs one of them (:func:`~envbuild.validate.stages.skip_reasons`).
+    ``strict`` (``--strict``): a stage that passed with warnings fails, its warnings the error.
     Returns the report and its folder.  Raises
     :class:`~envbuild.errors.LockError` / :class:`~envbuild.errors.UsageError` for bad input (before
     anything is written).
@@ -154,6 +157,7 @@ def run_validation(
         timeouts=dict(timeouts or {}),
         python_chosen_by=chosen_by,
         skip=skipped,
+        strict=strict,
     )
     for stale in settle_stale_runs(out):
         (on_stale or _warn)(stale)
@@ -217,9 +221,18 @@ def _build_report(
     results: list[StageResult] = outcome.results
     failed = next((r for r in results if r.status in ("failed", "timed_out")), None)
     first = FirstFailure(stage=failed.stage, error=failed.error or failed.status) if failed else None
-    if first is None and outcome.interrupted:
+    if first is not None and failed is not None and _own_interpreter_lacks_packages(ctx, failed):
         first = FirstFailure(
-            stage=outcome.stage_reached or "-", error=f"interrupted by {outcome.interrupted}"
+            stage=first.stage, error=f"validating envbuild's own interpreter; pass --python: {first.error}"
+        )
+    if first is None and outcome.interrupted:
+        cut = next((r for r in results if r.status == "aborted" and "signal" in r.facts), None)
+        first = (
+            FirstFailure(stage=cut.stage, error=cut.error or f"interrupted by {outcome.interrupted}")
+            if cut
+            else FirstFailure(
+                stage=outcome.stage_reached or "-", error=f"interrupted by {outcome.interrupted}"
+            )
         )
     ok = all(r.ok for r in results) and not outcome.interrupted
     return Report(
@@ -239,6 +252,15 @@ def _build_report(
         signal=outcome.interrupted,
         host=host_facts(),
     )
+
+
+def _own_interpreter_lacks_packages(ctx: StageContext, failed: StageResult) -> bool:
+    """No --python, no lock interpreter here, no active environment: envbuild validated its own
+    interpreter, and the packages stage found the lock's packages missing from it."""
+    if ctx.python_chosen_by != SOURCE_SELF or failed.stage != "packages":
+        return False
+    declared = failed.facts.get("declared_installed") or {}
+    return bool(failed.facts.get("missing")) or any(v is None for v in declared.values())
 
 
 def exit_code(report: Report) -> int:

@@ -5,7 +5,8 @@ container's limits, like the job will: the size of ``/dev/shm``; every device no
 (``/dev/nvidiactl``, ``/dev/nvidia-uvm``, ``/dev/nvidiaN``; ``/dev/kfd``, ``/dev/dri/renderD*``)
 opened for reading and writing; the memlock, nofile and stack limits; the cgroup (v1 or v2) memory
 and CPU limits against the lock's ``resources``.  :func:`decide_container` is pure: every failure
-names the ``docker run`` flag that fixes it.
+names the ``docker run`` flag that fixes it inside a container (:func:`in_container`), and what to
+change on a machine that is not one.
 
 The rules (also used by :mod:`envbuild.runopts` to write the run commands, so the command the
 README gives passes these checks):
@@ -27,7 +28,8 @@ README gives passes these checks):
   NGC's containers ask for ``--ulimit memlock=-1 --ulimit stack=67108864``.  A warning, not an error:
   a single-node job without RDMA does not need it.
 - nofile of at least :data:`NOFILE_MIN`: torch.multiprocessing's default ``file_descriptor`` sharing
-  strategy keeps a descriptor open per shared tensor (PyTorch's multiprocessing notes); a warning.
+  strategy keeps a descriptor open per shared tensor (PyTorch's multiprocessing notes); a warning,
+  for a lock with torch only.
 - a cgroup memory limit at least ``resources.memory_gib``; an error naming ``--memory``.  Without
   that need declared, a limit below the shared memory size is a warning (``/dev/shm`` pages are
   charged to the container's memory cgroup).
@@ -285,6 +287,15 @@ def cgroup_facts(root: Path = Path("/")) -> dict[str, Any]:
     }
 
 
+def in_container(root: Path = Path("/")) -> bool:
+    """Whether this process runs in a container: Docker's ``/.dockerenv``, Podman's
+    ``/run/.containerenv``, or a container runtime named in PID 1's cgroup (v1)."""
+    if (root / ".dockerenv").exists() or (root / "run" / ".containerenv").exists():
+        return True
+    cgroup = _read(root / "proc" / "1" / "cgroup") or ""
+    return any(word in cgroup for word in ("docker", "kubepods", "containerd", "libpod", "lxc"))
+
+
 def collect(lock: Lock, root: Path = Path("/")) -> dict[str, Any]:
     """Every fact the stage decides on, read by this process (live when ``root`` is ``/``)."""
     live = root == Path("/")
@@ -296,6 +307,7 @@ def collect(lock: Lock, root: Path = Path("/")) -> dict[str, Any]:
         "nodes": [node_facts(p, root) for p in needed_nodes(lock.backend, root)],
         "rlimits": rlimit_facts(),
         "cgroup": cgroup_facts(root),
+        "in_container": in_container(root),
     }
     if live and hasattr(os, "sched_getaffinity"):
         facts["affinity_cpus"] = len(os.sched_getaffinity(0))
@@ -341,8 +353,13 @@ def decide_container(lock: Lock, facts: dict[str, Any]) -> StageResult:
     errors: list[str] = []
     fixes: list[str] = []
     warnings: list[str] = []
+    # docker run flags only inside a container (facts recorded before this fact existed: assumed so)
+    docker = bool(facts.get("in_container", True))
 
-    def fail(error: str, fix: str) -> None:
+    def fail(error: str, fix: str, bare: str = "ask the provider to fix the machine") -> None:
+        if not docker:
+            errors.append(f"{error}: {bare}")
+            return
         errors.append(f"{error}: run with {fix}")
         if fix not in fixes:
             fixes.append(fix)
@@ -350,14 +367,21 @@ def decide_container(lock: Lock, facts: dict[str, Any]) -> StageResult:
     shm = facts.get("shm_bytes")
     if shm is None:
         fail(
-            "/dev/shm is not mounted (PyTorch's DataLoader workers need shared memory)",
+            "/dev/shm is not mounted"
+            + (" (PyTorch's DataLoader workers need shared memory)" if lock.torch_version else ""),
             shm_fix(lock.memory_gib),
+            "mount a tmpfs on /dev/shm",
         )
     elif shm < SHM_MIN_BYTES:
         fail(
-            f"/dev/shm holds {_size(shm)}, under {_size(SHM_MIN_BYTES)}: DataLoader workers die with "
-            "'bus error' once batches outgrow it",
+            f"/dev/shm holds {_size(shm)}, under {_size(SHM_MIN_BYTES)}"
+            + (
+                ": DataLoader workers die with 'bus error' once batches outgrow it"
+                if lock.torch_version
+                else ""
+            ),
             shm_fix(lock.memory_gib),
+            "enlarge it (mount -o remount,size=8g /dev/shm)",
         )
 
     uid = int(facts.get("uid", -1))
@@ -384,15 +408,21 @@ def decide_container(lock: Lock, facts: dict[str, Any]) -> StageResult:
     limits = facts.get("rlimits", {})
     memlock = limits.get("memlock", {}).get("soft", None) if "memlock" in limits else None
     if lock.backend in ("cuda", "rocm") and "memlock" in limits and memlock is not None:
+        fix = "run with --ulimit memlock=-1" if docker else "raise it with `ulimit -l unlimited`"
         warnings.append(
             f"memlock is limited to {_size(memlock)}: NCCL over InfiniBand/RoCE cannot pin its buffers "
-            "(ibv_reg_mr fails); run with --ulimit memlock=-1"
+            f"(ibv_reg_mr fails); {fix}"
         )
     nofile = limits.get("nofile", {}).get("soft") if "nofile" in limits else None
-    if nofile is not None and nofile < NOFILE_MIN:
+    if lock.torch_version and nofile is not None and nofile < NOFILE_MIN:  # a torch.multiprocessing need
+        fix = (
+            f"run with --ulimit nofile={NOFILE_FLAG_VALUE}"
+            if docker
+            else f"raise it with `ulimit -n {NOFILE_MIN}`"
+        )
         warnings.append(
             f"nofile (open files) is {nofile}, under {NOFILE_MIN}: torch.multiprocessing keeps a descriptor "
-            f"per shared tensor; run with --ulimit nofile={NOFILE_FLAG_VALUE}"
+            f"per shared tensor; {fix}"
         )
 
     cgroup = facts.get("cgroup", {})

@@ -64,17 +64,16 @@ def interpreter_warnings(lock: Lock, facts: dict[str, Any], chosen_by: str) -> l
                 f"validating {executable} (prefix {got}, chosen by {chosen_by}), not the lock's "
                 f"environment {want}{missing}"
             )
-    bin_dir = os.path.dirname(executable)
-    others = [
-        f"`{name}` is {seen['path']}"
+    seen_on_path = [
+        (f"`{name}`", str(seen["path"]))
         for name, seen in dict(facts.get("on_path") or {}).items()
         if seen.get("path") and not seen.get("is_under_test")
     ]
-    if others:
-        warnings.append(
-            f"first on PATH, {', '.join(others)}: not the interpreter under test; run the workload with "
-            f"{executable} or with {bin_dir} first on PATH (as the checks run)"
-        )
+    if seen_on_path:  # at most 2 terminal lines: one folder when they share it (pyenv shims)
+        folders = sorted({os.path.dirname(path) for _, path in seen_on_path})
+        names = ", ".join(name for name, _ in seen_on_path)
+        where = folders[0] if len(folders) == 1 else ", ".join(path for _, path in seen_on_path)
+        warnings.append(f"{names} on PATH: {where}, not the interpreter under test")
     return warnings
 
 

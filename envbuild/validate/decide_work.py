@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import math
+import os
 from typing import Any
 
 from envbuild.models import Lock
@@ -139,9 +141,42 @@ def decide_memory_gpu(lock: Lock, facts: dict[str, Any]) -> StageResult:
     return result("memory", **shown)
 
 
-def decide_checkpoint(save: dict[str, Any], resume: dict[str, Any], device: str) -> StageResult:
+# What to do about a checkpoint folder that refuses a write, by errno; the meaning is os.strerror's.
+_FOLDER_FIX = {
+    "EROFS": "it is on a read-only file system: point validate.checkpoint_dir (or --workdir) elsewhere",
+    "ENOSPC": "its file system is full: free space there, or point validate.checkpoint_dir elsewhere",
+    "EDQUOT": "the user's disk quota is used up: free space, or point validate.checkpoint_dir elsewhere",
+    "EACCES": "this user (uid {uid}) may not write there: fix its owner or mode, or choose another folder",
+    "EPERM": "this user (uid {uid}) may not write there: fix its owner or mode, or choose another folder",
+}
+
+
+def checkpoint_folder_failed(folder: str, code: int | str, path: str, doing: str, uid: int) -> StageResult:
+    """The checkpoint stage could not use ``folder``: the error names it, the errno and its meaning."""
+    name = code if isinstance(code, str) else errno.errorcode.get(code, str(code))
+    number = getattr(errno, name, None)
+    meaning = os.strerror(number) if isinstance(number, int) else name
+    fix = _FOLDER_FIX.get(name, "choose a checkpoint folder this user can create files in").format(uid=uid)
+    return result(
+        "checkpoint",
+        f"checkpoint folder {folder}: cannot {doing} {path}: {meaning} ({name})",
+        fix,
+        folder=folder,
+        errno=name,
+        path=path,
+    )
+
+
+def decide_checkpoint(
+    save: dict[str, Any], resume: dict[str, Any], device: str, folder: str = "", uid: int = -1
+) -> StageResult:
+    for data, doing in ((save, "write"), (resume, "read back")):
+        err = data.get("os_error")
+        if isinstance(err, dict):
+            return checkpoint_folder_failed(folder, str(err.get("errno")), str(err.get("path")), doing, uid)
     facts = {
         "device": device,
+        "folder": folder,
         "path": save.get("path"),
         "size_bytes": save.get("size_bytes"),
         "write_seconds": save.get("write_seconds"),

@@ -56,7 +56,7 @@ class Report:
     lock: LockRef
     stages: tuple[StageResult, ...]
     first_failure: FirstFailure | None
-    stage_reached: str | None  # the last stage that started running
+    stage_reached: str | None  # the last stage that ran (skipped ones and those never started do not count)
     ok: bool
     interrupted: bool = False
     signal: str | None = None

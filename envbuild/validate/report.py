@@ -1,5 +1,6 @@
 """Write a report directory: report.json, report.md, junit.xml, raw facts, env.txt, the Blender stage's
-rendered PNGs (``blender-cpu.png``, ...), MANIFEST.sha256.
+rendered PNGs (``blender-cpu.png``, ...), report.html (one self-contained page, :func:`write_html`),
+MANIFEST.sha256.
 
 Each run gets a new directory ``<UTC timestamp>-<random>`` (created with ``exist_ok=False``, never
 reused).  Every file is written atomically (temporary file + rename) and scrubbed of secret values;
@@ -9,6 +10,7 @@ reused).  Every file is written atomically (temporary file + rename) and scrubbe
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import secrets
@@ -17,6 +19,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from envbuild.boundary import to_json
 from envbuild.digest import sha256_file
@@ -104,9 +107,15 @@ def render_markdown(report: Report) -> str:
     lines += ["", "| stage | status | seconds | detail |", "|---|---|---|---|"]
     for s in report.stages:
         detail = s.error or str(s.facts.get("reason", ""))
-        if s.hint:
+        warned = [str(w) for w in s.facts.get("warnings") or []]
+        if s.hint and warned and s.hint == "; ".join(warned):  # listed whole under ## Warnings
+            detail += (
+                f"{' — ' if detail else ''}{len(warned)} warning{'s' if len(warned) > 1 else ''} (below)"
+            )
+        elif s.hint:
             detail += f" — hint: {s.hint}" if detail else f"hint: {s.hint}"
         lines.append(f"| {s.stage} | {s.status} | {s.duration_s:.2f} | {_md(detail)} |")
+    lines += warnings_section(report)
     lines += ["", "## Key facts", ""]
     lines += [
         f"- {label}: {_md(str(value))}" for label, value in key_facts(report) if value not in (None, "", [])
@@ -233,10 +242,21 @@ def _fence(text: str) -> str:
     return "`" * max(3, longest + 1)
 
 
-def checks_section(report: Report) -> list[str]:
-    """``## Checks``: each pilot check that did not pass, its error, argv, and its output tail."""
+def check_entries(report: Report) -> list[dict[str, Any]]:
+    """The checks stage's entries (one per check that ran), in the order they ran."""
     facts = next((s.facts for s in report.stages if s.stage == "checks"), {})
-    entries = [e for e in facts.get("checks") or [] if isinstance(e, dict) and e.get("status") != "passed"]
+    return [e for e in facts.get("checks") or [] if isinstance(e, dict)]
+
+
+def _value(value: object) -> str:
+    return "-" if value is None else _md(value if isinstance(value, str) else json.dumps(value))
+
+
+def checks_section(report: Report) -> list[str]:
+    """``## Checks``: every check that ran (status, exit, seconds, stragglers, argv) and every assertion
+    (expected, actual); then each check that did not pass: its error and output tail before its argv."""
+    facts = next((s.facts for s in report.stages if s.stage == "checks"), {})
+    entries = check_entries(report)
     if not entries:
         return []
     out = ["", "## Checks", ""]
@@ -245,17 +265,56 @@ def checks_section(report: Report) -> list[str]:
             f"Run in `{facts.get('workdir')}` with `{facts['python']}` (its folder first on PATH).",
             "",
         ]
-    for entry in entries:
+    out += [
+        "| check | status | exit | seconds | stragglers killed | command |",
+        "|---|---|---|---|---|---|",
+    ]
+    for e in entries:
+        argv = " ".join(str(a) for a in e.get("argv") or [])
+        out.append(
+            f"| {_md(str(e.get('name')))} | {e.get('status')} | {_value(e.get('returncode'))} | "
+            f"{_value(e.get('seconds'))} | {_value(e.get('stragglers_killed'))} | `{_md(argv)}` |"
+        )
+    rows = [(e, a) for e in entries for a in e.get("assertions") or [] if isinstance(a, dict)]
+    if rows:
+        out += ["", "| check | assertion | expected | actual | result |", "|---|---|---|---|---|"]
+        for e, a in rows:
+            what = (
+                "exit status" if a.get("kind") == "exit" else f"{a.get('kind')} `{_md(str(a.get('target')))}`"
+            )
+            verdict = "ok" if a.get("ok") else f"**failed**: {_md(str(a.get('error', '')))}"
+            out.append(
+                f"| {_md(str(e.get('name')))} | {what} | {_value(a.get('expected'))} | "
+                f"{_value(a.get('actual'))} | {verdict} |"
+            )
+    for entry in (e for e in entries if e.get("status") != "passed"):
         argv = " ".join(str(a) for a in entry.get("argv") or [])
-        out += [f"### `{entry.get('name')}`: {entry.get('status')}", ""]
-        out += [f"- command: `{_line(argv)}`", f"- error: {_line(str(entry.get('error', '')))}"]
+        out += ["", f"### `{entry.get('name')}`: {entry.get('status')}", ""]
+        out += [f"- error: {_line(str(entry.get('error', '')))}"]
+        if entry.get("returncode") is not None:
+            out.append(f"- exit status: {entry['returncode']}")
         tail = output_tail(str(entry.get("output_tail") or ""))
         if tail.strip():
             fence = _fence(tail)
             out += ["", f"Output (last {TAIL_LINES} lines at most):", "", fence, tail, fence, ""]
         else:
             out += ["", "No output.", ""]
+        out.append(f"- command: `{_line(argv)}`")
     return out
+
+
+def stage_warnings(report: Report) -> list[tuple[str, str]]:
+    """(stage, warning) for every warning of the run (a stage's ``warnings`` fact), in ladder order."""
+    return [
+        (s.stage, str(w)) for s in report.stages for w in s.facts.get("warnings") or [] if isinstance(w, str)
+    ]
+
+
+def warnings_section(report: Report) -> list[str]:
+    found = stage_warnings(report)
+    if not found:
+        return []
+    return ["", "## Warnings", "", *(f"- **{stage}**: {_md(text)}" for stage, text in found)]
 
 
 def key_facts(report: Report) -> list[tuple[str, object]]:
@@ -324,29 +383,90 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _junit_case(
+    suite: ET.Element,
+    classname: str,
+    name: str,
+    seconds: object,
+    status: str,
+    message: str,
+    text: str = "",
+    warnings: list[str] | None = None,
+) -> None:
+    time_s = f"{float(seconds):.3f}" if isinstance(seconds, (int, float)) else "0.000"
+    case = ET.SubElement(suite, "testcase", classname=classname, name=name, time=time_s)
+    if status in ("failed", "timed_out"):
+        el = ET.SubElement(case, "failure", message=message, type=status)
+        el.text = message + (f"\n{text}" if text else "")
+    elif status in ("skipped", "aborted"):
+        ET.SubElement(case, "skipped", message=f"{status}: {message}")
+    if warnings:
+        ET.SubElement(case, "system-out").text = "".join(f"warning: {w}\n" for w in warnings)
+
+
 def render_junit(report: Report) -> str:
-    failures = sum(1 for s in report.stages if s.status in ("failed", "timed_out"))
-    skipped = sum(1 for s in report.stages if s.status in ("skipped", "aborted"))
-    suite = ET.Element(
-        "testsuite",
-        name="envbuild.validate",
-        tests=str(len(report.stages)),
-        failures=str(failures),
+    """One testcase per stage, per check (classname ``envbuild.validate.checks``) and per assertion of a
+    check (classname ``envbuild.validate.checks.<check>``); a warning is a ``warning:`` line in its
+    testcase's system-out."""
+    suite = ET.Element("testsuite", name="envbuild.validate")
+    for s in report.stages:
+        message = s.error or str(s.facts.get("reason", "")) or s.status
+        warned = [str(w) for w in s.facts.get("warnings") or []]
+        _junit_case(
+            suite,
+            "envbuild.validate",
+            s.stage,
+            s.duration_s,
+            s.status,
+            message,
+            f"hint: {s.hint}" if s.hint else "",
+            [] if s.stage == "checks" else warned,  # the checks' own warnings go with each check
+        )
+    for e in check_entries(report):
+        name, status = str(e.get("name")), str(e.get("status"))
+        argv = " ".join(str(a) for a in e.get("argv") or [])
+        tail = output_tail(str(e.get("output_tail") or ""))
+        text = (
+            f"exit status: {e.get('returncode')}\n"
+            + (f"output:\n{tail}\n" if tail else "")
+            + f"command: {argv}"
+        )
+        warned = (
+            [f"left {e['stragglers_killed']} process(es) behind, killed"]
+            if e.get("stragglers_killed")
+            else []
+        )
+        _junit_case(
+            suite,
+            "envbuild.validate.checks",
+            name,
+            e.get("seconds"),
+            status,
+            str(e.get("error") or status),
+            text,
+            warned,
+        )
+        for a in e.get("assertions") or []:
+            what = "exit status" if a.get("kind") == "exit" else f"{a.get('kind')} {a.get('target')}"
+            expected, actual = json.dumps(a.get("expected")), json.dumps(a.get("actual"))
+            _junit_case(
+                suite,
+                f"envbuild.validate.checks.{name}",
+                what,
+                0,
+                "passed" if a.get("ok") else "failed",
+                str(a.get("error") or "ok"),
+                f"expected {expected}, actual {actual}",
+            )
+    cases = suite.findall("testcase")
+    suite.attrib.update(
+        tests=str(len(cases)),
+        failures=str(sum(1 for c in cases if c.find("failure") is not None)),
         errors="0",
-        skipped=str(skipped),
+        skipped=str(sum(1 for c in cases if c.find("skipped") is not None)),
         time=f"{report.duration_s:.3f}",
         timestamp=report.started_at,
     )
-    for s in report.stages:
-        case = ET.SubElement(
-            suite, "testcase", classname="envbuild.validate", name=s.stage, time=f"{s.duration_s:.3f}"
-        )
-        message = s.error or str(s.facts.get("reason", "")) or s.status
-        if s.status in ("failed", "timed_out"):
-            el = ET.SubElement(case, "failure", message=message, type=s.status)
-            el.text = message + (f"\nhint: {s.hint}" if s.hint else "")
-        elif s.status in ("skipped", "aborted"):
-            ET.SubElement(case, "skipped", message=f"{s.status}: {message}")
     ET.indent(suite)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
 
@@ -370,5 +490,25 @@ def write_report(
     files["junit.xml"] = render_junit(report)
     for name in sorted(files):
         atomic_write(run_dir / name, redact_text(files[name], env))
-    manifest = "".join(f"{sha256_file(run_dir / name)}  {name}\n" for name in sorted([*files, *images]))
+    pages = {HTML: write_html(run_dir, images)}
+    manifest = "".join(
+        f"{sha256_file(run_dir / name)}  {name}\n" for name in sorted([*files, *images, *pages])
+    )
     atomic_write(run_dir / MANIFEST, manifest)
+
+
+HTML = "report.html"
+
+
+def write_html(run_dir: Path, images: Mapping[str, bytes]) -> Path:
+    """``report.html``, rendered from the report.json just written (redacted already), with ``images``
+    inline (:mod:`envbuild.validate.html_report`).  Written as it is: the page's text comes from the
+    redacted report, and redacting the base64 of a picture could only damage it."""
+    import json
+
+    from envbuild.validate.html_report import render_html
+
+    data = json.loads((run_dir / "report.json").read_text(encoding="utf-8"))
+    path = run_dir / HTML
+    atomic_write(path, render_html(data, images))
+    return path

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -31,6 +32,7 @@ from typing import Any
 
 from envbuild.errors import UsageError, choices
 from envbuild.models import CheckSpec, Lock
+from envbuild.resources import cache_dir
 from envbuild.validate import blender, checks, container, decide, decide_work, gpu, interp
 from envbuild.validate.host import GpuToolFacts, collect_gpu_tools, mem_available_bytes
 from envbuild.validate.model import StageResult, Status
@@ -140,6 +142,7 @@ class Interrupted(Exception):
     def __init__(self, signame: str) -> None:
         super().__init__(signame)
         self.signame = signame
+        self.at = time.monotonic()  # when the signal came (the handler builds this before it kills)
 
 
 @dataclass
@@ -158,6 +161,8 @@ class StageContext:
     worker: TorchWorker | None = None  # the warm probe worker (torch imported once per run)
     resume_worker: TorchWorker | None = None  # a second, fresh process for the checkpoint's resume
     use_worker: bool = True
+    strict: bool = False  # --strict: a stage's warnings fail it
+    interrupted_at: float | None = None  # time.monotonic() of the signal that stopped the run
     cancel: dict[str, threading.Event] = field(default_factory=dict)  # background stages
     files: dict[str, bytes] = field(default_factory=dict)  # binary report files (the Blender renders)
     skip: dict[str, str] = field(default_factory=dict)  # stage -> why --skip leaves it out (skip_reasons)
@@ -291,13 +296,40 @@ def _compute(ctx: StageContext) -> StageResult:
     return decide_work.decide_compute(data)
 
 
+def extension_cache_dir() -> str | None:
+    """Where the extensions probe keeps the ops it built (torch's own build folders, one per hash of the
+    build's inputs: see probes/probe_extensions.py); None: no home folder, every run builds afresh."""
+    try:
+        return str(cache_dir() / "torch-extensions")
+    except RuntimeError:
+        return None
+
+
 def _extensions(ctx: StageContext) -> StageResult:
     args = {
         "backend": ctx.lock.backend,
         "compile": ctx.lock.compile_extensions,
         "extensions": list(ctx.lock.extensions),
+        "cache_dir": extension_cache_dir(),
     }
-    return decide_work.decide_extensions(ctx.lock, probe(ctx, "extensions", "extensions", args))
+    # A second run on this machine: the ops are in the cache, so the warm worker (torch already
+    # imported) loads and runs them.  A build, or an extension package's smoke test, runs in a process
+    # of its own, beside the ladder.
+    why_own = "the lock names extension packages (their smoke tests run apart)" if ctx.lock.extensions else ""
+    if not why_own and ctx.use_worker and ctx.worker is not None:
+        try:
+            data = probe(ctx, "extensions", "extensions", {**args, "cached_only": True}, warm=True)
+        except ProbeFailed as exc:
+            why_own = f"the warm worker failed: {exc.result.error}"
+        else:
+            if "needs_build" not in data:
+                res = decide_work.decide_extensions(ctx.lock, data)
+                return replace(res, facts={**res.facts, "process": "warm worker"})
+            why_own = str(data["needs_build"])
+    res = decide_work.decide_extensions(ctx.lock, probe(ctx, "extensions", "extensions", args))
+    return replace(
+        res, facts={**res.facts, "process": "its own", **({"why_own": why_own} if why_own else {})}
+    )
 
 
 def _memory(ctx: StageContext) -> StageResult:
@@ -313,22 +345,44 @@ def _memory(ctx: StageContext) -> StageResult:
 
 
 def _checkpoint(ctx: StageContext) -> StageResult:
+    """Save and resume in a fresh subfolder of the lock's checkpoint_dir, created here and removed after
+    (with the folders above it this stage created, when empty): the user's files there are never
+    touched.  A folder that refuses is an error naming it and the errno's meaning."""
     directory = Path(ctx.lock.checkpoint_dir)
     if not directory.is_absolute():
         directory = ctx.workdir / directory
     device = "cuda:0" if ctx.gpu else "cpu"
-    args = {"dir": str(directory), "device": device, "steps": 8}
-    # The save runs warm; the resume runs in another process that never trained (only imported torch,
-    # started with the run), as a restarted job would.
-    save = probe(ctx, "checkpoint", "checkpoint", {**args, "mode": "save"}, cwd=ctx.workdir, warm=True)
-    if ctx.use_worker and ctx.resume_worker is not None:
-        out = ctx.resume_worker.call(
-            "checkpoint", {**args, "mode": "resume"}, ctx.timeout("checkpoint"), ctx.workdir
+    made = [p for p in (directory, *directory.parents) if not p.exists()]  # deepest first
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix="envbuild-checkpoint-", dir=directory))
+    except OSError as exc:
+        where = exc.filename or str(directory)
+        return decide_work.checkpoint_folder_failed(
+            str(directory), exc.errno or 0, str(where), "create a fresh folder in", os.getuid()
         )
-        resume = probe_data(ctx, "checkpoint", "checkpoint", out)
-    else:
-        resume = probe(ctx, "checkpoint", "checkpoint", {**args, "mode": "resume"}, cwd=ctx.workdir)
-    return decide_work.decide_checkpoint(save, resume, device)
+    args = {"dir": str(work), "device": device, "steps": 8}
+    try:
+        # The save runs warm; the resume runs in another process that never trained (only imported
+        # torch, started with the run), as a restarted job would.
+        save = probe(ctx, "checkpoint", "checkpoint", {**args, "mode": "save"}, cwd=ctx.workdir, warm=True)
+        if ctx.use_worker and ctx.resume_worker is not None:
+            out = ctx.resume_worker.call(
+                "checkpoint", {**args, "mode": "resume"}, ctx.timeout("checkpoint"), ctx.workdir
+            )
+            resume = probe_data(ctx, "checkpoint", "checkpoint", out)
+        else:
+            resume = probe(ctx, "checkpoint", "checkpoint", {**args, "mode": "resume"}, cwd=ctx.workdir)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        for parent in made:
+            try:
+                parent.rmdir()
+            except OSError:
+                break
+    res = decide_work.decide_checkpoint(save, resume, device, str(directory), os.getuid())
+    facts = {**res.facts, "work_folder": str(work), "work_folder_removed": not work.exists()}
+    return replace(res, facts=facts)
 
 
 def _blender(ctx: StageContext) -> StageResult:
@@ -394,7 +448,9 @@ def _run_one(ctx: StageContext, name: str) -> StageResult:
         res = exc.result
     except (KeyboardInterrupt, Interrupted) as exc:
         sig = exc.signame if isinstance(exc, Interrupted) else "SIGINT"
-        res = StageResult(stage=name, status="aborted", error=f"interrupted by {sig}", facts={"signal": sig})
+        at = exc.at if isinstance(exc, Interrupted) else time.monotonic()
+        ctx.interrupted_at = ctx.interrupted_at or at
+        return interrupted_result(name, sig, at - start)
     except Exception as exc:
         res = StageResult(
             stage=name,
@@ -403,6 +459,25 @@ def _run_one(ctx: StageContext, name: str) -> StageResult:
             hint="this is a bug in envbuild; please report it with this report",
         )
     return replace(res, duration_s=round(time.monotonic() - start, 3))
+
+
+def interrupted_result(name: str, sig: str, seconds: float) -> StageResult:
+    """A stage that was running when the signal came: it ran, for ``seconds``, and did not finish."""
+    return StageResult(
+        stage=name,
+        status="aborted",
+        error=f"interrupted by {sig} after {seconds:.1f} s",
+        facts={"signal": sig},
+        duration_s=round(seconds, 3),
+    )
+
+
+def strict_result(res: StageResult) -> StageResult:
+    """``--strict``: a passed stage with warnings fails, its warnings the error."""
+    warned = [str(w) for w in res.facts.get("warnings") or []]
+    if res.status != "passed" or not warned:
+        return res
+    return replace(res, status="failed", error="warning (--strict): " + "; ".join(warned))
 
 
 @dataclass
@@ -458,13 +533,19 @@ class Background:
         self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="envbuild-stage")
         self.futures: dict[str, Future[StageResult]] = {}
         self.threads: dict[str, int] = {}
+        self.started: dict[str, float] = {}  # time.monotonic() when the stage began, and ended
+        self.ended: dict[str, float] = {}
 
     def start(self, name: str) -> None:
         self.ctx.cancel[name] = threading.Event()
 
         def task() -> StageResult:
             self.threads[name] = threading.get_ident()
-            return _run_one(self.ctx, name)
+            self.started[name] = time.monotonic()
+            try:
+                return _run_one(self.ctx, name)
+            finally:
+                self.ended[name] = time.monotonic()
 
         self.futures[name] = self.pool.submit(task)
 
@@ -472,7 +553,22 @@ class Background:
         return name in self.futures
 
     def take(self, name: str) -> StageResult:
-        return self.futures.pop(name).result()
+        res = self.futures[name].result()  # a signal while waiting leaves the stage to interrupted()
+        del self.futures[name]
+        return res
+
+    def interrupted(self, sig: str, at: float) -> list[StageResult]:
+        """The run was interrupted at ``at``: the result of each stage that had finished by then, and
+        "interrupted after N s" for each that was running (then cancelled).  A stage that never
+        started is left out (it was not run)."""
+        out = []
+        for name, future in list(self.futures.items()):
+            if future.done() and not future.cancelled() and self.ended.get(name, at) < at:
+                out.append(self.take(name))
+            elif name in self.started:
+                self.cancel(name)
+                out.append(interrupted_result(name, sig, at - self.started[name]))
+        return out
 
     def cancel(self, name: str) -> None:
         future = self.futures.pop(name, None)
@@ -519,7 +615,6 @@ def run_stages(
     """
     results: dict[str, StageResult] = {}
     ordered: list[StageResult] = []
-    reached: str | None = None
     stop_reason: str | None = None
     interrupted: str | None = None
 
@@ -557,9 +652,9 @@ def run_stages(
                 background.cancel(spec.name)
                 record(StageResult(stage=spec.name, status="aborted", error=reason))
                 continue
-            reached = spec.name
             res = background.take(spec.name) if spec.name in background else _run_one(ctx, spec.name)
-            record(res)
+            record(strict_result(res) if ctx.strict else res)
+            res = results[spec.name]
             if res.status == "aborted":  # interrupted inside the stage
                 interrupted = str(res.facts.get("signal", "SIGINT"))
                 break
@@ -579,7 +674,13 @@ def run_stages(
                 background.start(later)
     except (KeyboardInterrupt, Interrupted) as exc:  # arrived between stages
         interrupted = exc.signame if isinstance(exc, Interrupted) else "SIGINT"
+        ctx.interrupted_at = ctx.interrupted_at or (
+            exc.at if isinstance(exc, Interrupted) else time.monotonic()
+        )
     finally:
+        if interrupted:  # the background stages that ran, ran: each says for how long
+            for res in background.interrupted(interrupted, ctx.interrupted_at or time.monotonic()):
+                record(res)
         background.close()
         for worker in (ctx.worker, ctx.resume_worker):
             if worker is not None:
@@ -593,4 +694,14 @@ def run_stages(
                     error=f"not run: the run was interrupted ({interrupted})",
                 )
             )
+    ordered.sort(key=lambda r: STAGE_NAMES.index(r.stage))
+    # the last stage that ran: not one skipped, nor one aborted before it started
+    reached = next((r.stage for r in reversed(ordered) if ran(r)), None)
     return RunOutcome(ordered, reached, interrupted)
+
+
+def ran(res: StageResult) -> bool:
+    """Whether the stage ran (passed, failed, timed out, or was interrupted while running)."""
+    return res.status in ("passed", "failed", "timed_out") or (
+        res.status == "aborted" and "signal" in res.facts
+    )

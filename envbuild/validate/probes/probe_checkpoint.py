@@ -4,10 +4,15 @@ re-run from the same seed, save a checkpoint mid-way.  ``mode=resume`` (a fresh 
 checkpoint, continue, and compare with the uninterrupted run (bitwise on CPU, tolerance on GPU).
 
 Data batches and dropout draw from the RNGs, so a resume that forgets any RNG state diverges.
+``dir`` is a fresh folder the validator created for this run (and removes after it).  The checkpoint is
+serialised in memory and written with a plain ``open``/``write``, so a folder that cannot take it fails
+with the OSError's errno (reported as ``os_error``), not a crash.
 """
 
 from __future__ import annotations
 
+import errno
+import io
 import os
 import random
 import time
@@ -62,12 +67,17 @@ def rng_state() -> dict[str, Any]:
 
 
 def save_atomic(obj: Any, path: str) -> None:
+    buf = io.BytesIO()
+    torch.save(obj, buf)
     tmp = path + ".tmp"
-    torch.save(obj, tmp)
+    with open(tmp, "wb") as fh:
+        fh.write(buf.getbuffer())
+        fh.flush()
+        os.fsync(fh.fileno())
     os.replace(tmp, path)
 
 
-if args["mode"] == "save":
+def save_run() -> dict[str, Any]:
     os.makedirs(ckpt_dir, exist_ok=True)
     seed()
     model, opt, sched = build()
@@ -89,15 +99,15 @@ if args["mode"] == "save":
         },
         ckpt_path,
     )
-    emit(
-        {
-            "write_seconds": round(time.perf_counter() - start, 4),
-            "size_bytes": os.path.getsize(ckpt_path),
-            "path": ckpt_path,
-            "saved_step": save_at,
-        }
-    )
-else:
+    return {
+        "write_seconds": round(time.perf_counter() - start, 4),
+        "size_bytes": os.path.getsize(ckpt_path),
+        "path": ckpt_path,
+        "saved_step": save_at,
+    }
+
+
+def resume_run() -> dict[str, Any]:
     start = time.perf_counter()
     # Load on the CPU: RNG states must stay CPU ByteTensors; load_state_dict copies onto the device.
     state = torch.load(ckpt_path, map_location="cpu", weights_only=False)
@@ -114,13 +124,26 @@ else:
         step(model, opt, sched)
     got = params(model)
     want = torch.load(ref_path, weights_only=True)
+    return {
+        "read_seconds": round(read_seconds, 4),
+        "resumed_from_step": state["step"],
+        "steps": total_steps,
+        "bitwise_equal": bool(torch.equal(got, want)),
+        "max_abs_diff": float((got - want).abs().max()),
+        "numel": int(got.numel()),
+    }
+
+
+try:
+    emit(save_run() if args["mode"] == "save" else resume_run())
+except OSError as exc:
+    code = exc.errno or 0
     emit(
         {
-            "read_seconds": round(read_seconds, 4),
-            "resumed_from_step": state["step"],
-            "steps": total_steps,
-            "bitwise_equal": bool(torch.equal(got, want)),
-            "max_abs_diff": float((got - want).abs().max()),
-            "numel": int(got.numel()),
+            "os_error": {
+                "errno": errno.errorcode.get(code, str(code)),
+                "strerror": exc.strerror or os.strerror(code),
+                "path": exc.filename or ckpt_dir,
+            }
         }
     )

@@ -2,20 +2,38 @@
 """Probe: compile *and run* custom ops (C++; CUDA/HIP on GPU locks), a Triton kernel, extension imports.
 
 Every part reports ``status`` (passed | failed | skipped), and on failure an ``error`` and a ``hint``.
-Build directories live in a fresh temporary directory, so nothing is reused from an earlier run.
+
+The compiled ops are cached with torch's own mechanism (``load_inline`` with a ``build_directory``):
+the validator passes ``cache_dir`` (``$XDG_CACHE_HOME/envbuild/torch-extensions``), and each op's name
+holds a hash of everything its build depends on (:func:`build_key`: torch's version and path, Python's
+ABI, the compiler's path and ``--version``, the flags and variables the build reads, the source), so
+a second run on the same machine loads the library ninja finds up to date, and any change builds
+afresh under a new name.  The op is still run and its numbers checked every time.  A cache folder
+that is not this user's alone (or cannot be made) is not used: the build then goes to a temporary
+folder, as it does without ``cache_dir``.  Each build in the cache holds an flock on ``<name>.flock``
+beside it, so two runs never build one op at once, and torch's own lock file, which a killed build
+leaves behind, is known to be stale and removed.
+
+With ``cached_only`` (the validator runs the probe in its warm worker, which has imported torch
+already) nothing is compiled: an op that is not in the cache makes the probe emit ``needs_build``, and
+the validator runs it again in a process of its own, which builds it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import importlib
 import importlib.util
 import os
 import shutil
+import stat
+import subprocess
 import sys
 import sysconfig
 import tempfile
 import time
-import uuid
 from typing import Any
 
 from _probe_common import emit, error_text, read_args
@@ -24,6 +42,10 @@ args = read_args()
 backend: str = args.get("backend", "cpu")
 compile_ops: bool = bool(args.get("compile", True))
 packages: list[str] = list(args.get("extensions", []))
+cache_arg: str | None = args.get("cache_dir")
+# In the warm worker (the run's torch process): use only ops already in the cache; emit needs_build
+# instead of compiling, and the validator runs this probe in a process of its own.
+cached_only: bool = bool(args.get("cached_only", False))
 parts: list[dict[str, Any]] = []
 
 import torch  # noqa: E402
@@ -71,15 +93,142 @@ def axpb_kernel(x_ptr, y_ptr, a, b, n, BLOCK: tl.constexpr):
 """
 
 
+CACHE_FORMAT = "1"  # bump when the way an op is built changes
+# What torch.utils.cpp_extension reads from the environment while it builds: the compiler, flags,
+# the CUDA/ROCm homes and target archs.
+BUILD_ENV = (
+    "CXX",
+    "CC",
+    "CFLAGS",
+    "CXXFLAGS",
+    "CPPFLAGS",
+    "LDFLAGS",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "ROCM_HOME",
+    "ROCM_PATH",
+    "TORCH_CUDA_ARCH_LIST",
+    "PYTORCH_ROCM_ARCH",
+    "TORCH_DONT_CHECK_COMPILER_ABI",
+)
+
+
+def tool_version(path: str) -> str:
+    """``path --version``, or why it could not be read (part of the cache key)."""
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"unknown ({type(exc).__name__})"
+    return f"{out.returncode}\0{out.stdout}\0{out.stderr}"
+
+
+def build_key(kind: str, compiler: str, sources: list[str]) -> str:
+    """A hash of everything the op's build depends on: torch, Python's ABI, the compiler, flags, source."""
+    h = hashlib.sha256()
+    items = [
+        CACHE_FORMAT,
+        kind,
+        torch.__version__,
+        str(getattr(torch.version, "git_version", "")),
+        os.path.dirname(os.path.realpath(torch.__file__)),
+        str(os.stat(torch.__file__).st_mtime_ns),  # torch reinstalled at the same version and path
+        sys.version,
+        str(sysconfig.get_config_var("EXT_SUFFIX")),
+        os.path.realpath(compiler),
+        tool_version(compiler),
+        *(f"{k}={os.environ.get(k, '')}" for k in BUILD_ENV),
+        *sources,
+    ]
+    for item in items:
+        h.update(item.encode("utf-8", "surrogateescape") + b"\0")
+    return h.hexdigest()[:16]
+
+
+def cache_folder() -> tuple[str | None, str]:
+    """(the folder cached builds go in, "") or (None, why there is none)."""
+    if not cache_arg:
+        return None, "no cache folder given"
+    try:
+        os.makedirs(cache_arg, mode=0o700, exist_ok=True)
+        st = os.lstat(cache_arg)
+    except OSError as exc:
+        return None, f"{cache_arg}: {exc.strerror or exc}"
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+        return None, f"{cache_arg}: not a folder of this user's alone"
+    return cache_arg, ""
+
+
+class NeedsBuild(Exception):
+    """``cached_only``: an op is not in the cache (or its cached build does not load): build it in a
+    process of its own instead (see stages._extensions)."""
+
+
+def load_op(kind: str, build_root: str, compiler: str, **sources: Any) -> tuple[Any, dict[str, Any]]:
+    """Build (or load from the cache) the op; the module and how the cache was used."""
+    from torch.utils.cpp_extension import load_inline
+
+    texts = [str(v) for _, v in sorted(sources.items())]
+    name = f"envbuild_probe_{kind}_{build_key(kind, compiler, texts)}"
+    folder, why = cache_folder()
+    if folder is None:
+        if cached_only:
+            raise NeedsBuild(f"no extension cache ({why})")
+        build = os.path.join(build_root, kind)
+        os.makedirs(build)
+        info: dict[str, Any] = {"cache": "off", "cache_note": why}
+        return load_inline(name=name, build_directory=build, verbose=False, **sources), info
+    build = os.path.join(folder, name)
+    library = os.path.join(build, f"{name}.so")
+    if cached_only and not os.path.exists(library):
+        raise NeedsBuild(f"the {kind} op is not built yet")
+    with open(os.path.join(folder, f"{name}.flock"), "a") as held:
+        try:  # another validation building the same op: wait for it (cached_only: build elsewhere)
+            fcntl.flock(held, fcntl.LOCK_EX | (fcntl.LOCK_NB if cached_only else 0))
+        except BlockingIOError:
+            raise NeedsBuild(f"the {kind} op is being built by another run") from None
+        # Every build in the cache holds this lock, so torch's own lock file in the build folder is
+        # stale: left by a build that was killed, it would make every later load wait forever.
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(build, "lock"))
+        os.makedirs(build, mode=0o700, exist_ok=True)
+        hit = os.path.exists(library)
+        info = {"cache": "hit" if hit else "miss", "build_directory": build}
+        try:
+            return load_inline(name=name, build_directory=build, verbose=False, **sources), info
+        except Exception:
+            if not hit:
+                raise
+            if cached_only:
+                raise NeedsBuild(f"the cached {kind} op does not load") from None
+        # A cached build that does not load (damaged, half-written): build it again, once.
+        shutil.rmtree(build, ignore_errors=True)
+        os.makedirs(build, mode=0o700)
+        info["cache"] = "rebuilt"
+        return load_inline(name=name, build_directory=build, verbose=False, **sources), info
+
+
 def part(name: str, status: str, **info: Any) -> None:
     parts.append({"name": name, "status": status, **info})
 
 
+def build_cause(exc: BaseException) -> str:
+    """The cause of a failed build, first: the line naming a missing program or the compiler's first
+    error (torch's message starts with the whole ninja command line), else the exception's first line."""
+    for line in str(exc).splitlines():
+        low = line.lower()
+        if any(k in low for k in (": not found", "command not found", "no such file", "error:")):
+            return line.strip()[:300]
+    return error_text(exc)
+
+
 def toolchain_missing() -> list[str]:
     missing = []
-    cxx = os.environ.get("CXX", "c++")
-    if shutil.which(cxx) is None and shutil.which("g++") is None:
-        missing.append(f"C++ compiler ({cxx} / g++)")
+    cxx = os.environ.get("CXX")
+    if cxx:  # torch builds with $CXX when it is set, whatever else is installed
+        if shutil.which(cxx) is None:
+            missing.append(f"C++ compiler {cxx} (from $CXX)")
+    elif shutil.which("c++") is None and shutil.which("g++") is None:
+        missing.append("C++ compiler (c++ / g++)")
     include = sysconfig.get_paths().get("include", "")
     if not os.path.exists(os.path.join(include, "Python.h")):
         missing.append(f"Python headers ({include}/Python.h)")
@@ -104,8 +253,6 @@ def check_numbers(name: str, got: Any, x: Any, start: float, **info: Any) -> Non
 
 
 def cpp_op(build_root: str) -> None:
-    from torch.utils.cpp_extension import load_inline
-
     missing = toolchain_missing()
     if missing:
         part(
@@ -117,31 +264,26 @@ def cpp_op(build_root: str) -> None:
         )
         return
     start = time.perf_counter()
-    build = os.path.join(build_root, "cpp")
-    os.makedirs(build)
+    cxx = os.environ.get("CXX", "c++")
     try:
-        mod = load_inline(
-            name=f"envbuild_probe_cpp_{uuid.uuid4().hex[:8]}",
-            cpp_sources=CPP_SOURCE,
-            functions=["axpb"],
-            build_directory=build,
-            verbose=False,
+        mod, cache = load_op(
+            "cpp", build_root, shutil.which(cxx) or cxx, cpp_sources=CPP_SOURCE, functions=["axpb"]
         )
         x = torch.randn(4096)
-        check_numbers("cpp_op", mod.axpb(x, 2.5, 0.5), x, start)
+        check_numbers("cpp_op", mod.axpb(x, 2.5, 0.5), x, start, **cache)
+    except NeedsBuild:
+        raise
     except Exception as exc:
         part(
             "cpp_op",
             "failed",
-            error=f"C++ extension failed: {error_text(exc)}",
+            error=f"C++ extension failed: {build_cause(exc)}",
             hint="the compiler output is in the part's detail",
             detail=str(exc)[-1500:],
         )
 
 
 def gpu_op(build_root: str) -> None:
-    from torch.utils.cpp_extension import load_inline
-
     compiler = "hipcc" if backend == "rocm" else "nvcc"
     # Where torch.utils.cpp_extension looks too: $CUDA_HOME / $ROCM_HOME, then the default install prefix.
     home = os.environ.get("ROCM_HOME" if backend == "rocm" else "CUDA_HOME") or (
@@ -158,23 +300,23 @@ def gpu_op(build_root: str) -> None:
         )
         return
     start = time.perf_counter()
-    build = os.path.join(build_root, backend)
-    os.makedirs(build)
     try:
-        mod = load_inline(
-            name=f"envbuild_probe_{backend}_{uuid.uuid4().hex[:8]}",
+        mod, cache = load_op(
+            backend,
+            build_root,
+            found,
             cpp_sources=CUDA_DECL,
             cuda_sources=CUDA_SOURCE,
             functions=["axpb_gpu"],
-            build_directory=build,
-            verbose=False,
         )
         x = torch.randn(1 << 20, device="cuda")
         y = mod.axpb_gpu(x, 2.5, 0.5)
         torch.cuda.synchronize()
-        check_numbers(f"{backend}_op", y, x, start, compiler=found)
+        check_numbers(f"{backend}_op", y, x, start, compiler=found, **cache)
+    except NeedsBuild:
+        raise
     except Exception as exc:
-        error = f"{backend.upper()} extension failed: {error_text(exc)}"
+        error = f"{backend.upper()} extension failed: {build_cause(exc)}"
         part(f"{backend}_op", "failed", error=error, detail=str(exc)[-1500:])
 
 
@@ -245,7 +387,7 @@ def smoke(module_name: str) -> None:
         part(f"import:{module_name}", "failed", error=f"{module_name} smoke test: wrong numbers", **info)
 
 
-with tempfile.TemporaryDirectory(prefix="envbuild-ext-") as root:
+def run_parts(root: str) -> None:
     if not compile_ops:
         part("cpp_op", "skipped", reason="validate.compile_extensions is false in the lock")
     else:
@@ -259,4 +401,12 @@ with tempfile.TemporaryDirectory(prefix="envbuild-ext-") as root:
             part("triton_kernel", "skipped", reason="triton is not installed")
     for pkg in packages:
         smoke(pkg.replace("-", "_"))
-emit({"parts": parts, "torch_version": torch.__version__})
+
+
+with tempfile.TemporaryDirectory(prefix="envbuild-ext-") as root:
+    try:
+        run_parts(root)
+    except NeedsBuild as exc:
+        emit({"needs_build": str(exc), "torch_version": torch.__version__})
+    else:
+        emit({"parts": parts, "torch_version": torch.__version__})
