@@ -218,7 +218,7 @@ def build_cause(exc: BaseException) -> str:
         low = line.lower()
         if any(k in low for k in (": not found", "command not found", "no such file", "error:")):
             return line.strip()[:300]
-    return error_text(exc)
+    return str(error_text(exc))
 
 
 def toolchain_missing() -> list[str]:
