@@ -1,34 +1,43 @@
 """Cold-process wall time of ``envbuild check`` and ``envbuild render`` over every built-in profile,
-against hpccm's cold render of a comparable recipe measured in the same run.
+against the floor that envbuild's own choice of libraries sets.
+
+The floor of a command is ``python -c "import A, B, ..."`` of the third-party libraries that command
+imports, listed from one run of it under ``python -X importtime`` (top-level packages outside the
+standard library and envbuild, less what the interpreter imports on its own).  What envbuild adds on
+top of the floor -- its own modules, its data, its work -- is the overhead; the budget is 50 % of the
+floor (``overhead`` column).  hpccm's cold render of a comparable recipe is a reference row, without a
+target.
 
 Each command runs N times in a fresh interpreter (subprocess), the commands interleaved round by round
 so that a busy machine slows all of them alike; the median wall time is printed (and the median CPU
-time of the process, less sensitive to other load), next to the floor set by the interpreter itself
-(``python -c pass``) and by importing the CLI package.
+time of the process, less sensitive to other load).
 
     .venv/bin/python bench/render.py [-n 5] [--hpccm /tmp/hpccm-venv/bin/hpccm]
 
-hpccm (NVIDIA's HPC Container Maker, a recipe -> Dockerfile generator in Python) is the yardstick:
-``--hpccm PATH`` or ``ENVBUILD_BENCH_HPCCM=PATH`` names its executable, installed in a venv of its
-own (never into envbuild's: it is no dependency of envbuild, its tests or CI):
+The envbuild measured is the one in this file's checkout (``PYTHONPATH`` is set to it), so a copy of
+this file in another checkout (``git archive REV | tar -x -C DIR``) measures that revision with the
+same method.
+
+hpccm (NVIDIA's HPC Container Maker, a recipe -> Dockerfile generator in Python) is installed in a venv
+of its own (never into envbuild's: it is no dependency of envbuild, its tests or CI); ``--hpccm PATH``
+or ``ENVBUILD_BENCH_HPCCM=PATH`` names its executable:
 
     python3 -m venv /tmp/hpccm-venv && /tmp/hpccm-venv/bin/pip install hpccm
 
 The recipe (written to a temporary folder) is a CUDA base image, Python, and a pip install of torch and
-numpy, as the ``pytorch`` profile is.  Without hpccm only envbuild's figures are printed.
+numpy, as the ``pytorch`` profile is.
 
-envbuild runs as its installed console script (``.venv/bin/envbuild``), as a user runs it and as
-hpccm's is run.  What "cold" means here: a new process each run.  Every process, hpccm's included,
-gets its bytecode from one temporary ``PYTHONPYCACHEPREFIX`` filled by a first, unmeasured run -- as
-an installed wheel has its ``.pyc`` files -- even where ``PYTHONDONTWRITEBYTECODE`` is set
-(``--no-bytecode-cache`` compiles envbuild from source every run instead).  envbuild's cache folder
-(``XDG_CACHE_HOME``) is a temporary one, filled by that first run too; the ``empty cache`` rows give
-each run a new, empty one (a first start after installing or upgrading).
+envbuild runs as ``python -m envbuild``.  What "cold" means here: a new process each run.  Every
+process gets its bytecode from one temporary ``PYTHONPYCACHEPREFIX`` filled by a first, unmeasured
+run -- as an installed wheel has its ``.pyc`` files.  envbuild's cache folder (``XDG_CACHE_HOME``) is a
+temporary one, filled by that first run too; the ``empty cache`` rows give each run a new, empty one (a
+first start after installing or upgrading).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -59,6 +68,28 @@ def builtins() -> list[str]:
     return builtin_names()
 
 
+def imported(argv: list[str], env: dict[str, str]) -> set[str]:
+    """Top-level names of the modules ``argv`` (a ``python ...`` command) imports, from -X importtime."""
+    proc = subprocess.run(
+        [argv[0], "-X", "importtime", *argv[1:]], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    return {
+        line.rsplit("|", 1)[-1].strip().split(".")[0]
+        for line in proc.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+
+
+def third_party(argv: list[str], env: dict[str, str], startup: set[str]) -> tuple[str, ...]:
+    """The third-party libraries ``argv`` imports: not the standard library, not envbuild, and not what
+    the interpreter imports on its own (``startup``: site hooks, an editable install's finder)."""
+    names = imported(argv, env) - startup - set(sys.stdlib_module_names) - {"envbuild"}
+    # a name importtime lists that is not importable here is a failed optional import (copy: Jython)
+    return tuple(
+        sorted(n for n in names if not n.startswith("_") and importlib.util.find_spec(n) is not None)
+    )
+
+
 @dataclass
 class Command:
     label: str
@@ -69,6 +100,7 @@ class Command:
 
 
 def run_once(cmd: Command, env: dict[str, str], scratch: Path, *, record: bool) -> None:
+    """Run ``cmd`` once; with ``record``, keep its wall and CPU time."""
     if cmd.fresh_cache:
         env = {**env, "XDG_CACHE_HOME": tempfile.mkdtemp(prefix="xdg-", dir=scratch)}
     start = time.perf_counter()
@@ -140,96 +172,83 @@ def main() -> None:
         help=f"hpccm's executable, in a venv of its own (default: ${HPCCM_ENV})",
     )
     parser.add_argument(
-        "--no-bytecode-cache",
-        action="store_true",
-        help="compile envbuild from source in every run (as PYTHONDONTWRITEBYTECODE with no .pyc does)",
+        "--profiles", nargs="*", metavar="NAME", help="built-in profiles to measure (default: every one)"
     )
     args = parser.parse_args()
     hpccm = find_hpccm(args.hpccm)
     py = sys.executable
-    # The installed console script, as a user runs it (and as hpccm's is run); `python -m envbuild` when
-    # this interpreter has none (it adds runpy's imports, ~5 ms).
-    script = Path(py).parent / "envbuild"
-    cli = [str(script)] if script.is_file() and os.access(script, os.X_OK) else [py, "-m", "envbuild"]
-    names = builtins()
+    cli = [py, "-m", "envbuild"]
+    names = args.profiles or builtins()
 
     with tempfile.TemporaryDirectory(prefix="envbuild-bench-") as tmp_name:
         tmp = Path(tmp_name)
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "XDG_CACHE_HOME")}
         env["XDG_CACHE_HOME"] = str(tmp / "xdg")
         env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
-        envbuild_env = dict(env)
-        if args.no_bytecode_cache:
-            envbuild_env.pop("PYTHONPYCACHEPREFIX")
-            envbuild_env["PYTHONDONTWRITEBYTECODE"] = "1"
-        commands: list[tuple[Command, dict[str, str]]] = [
-            (Command("python -c pass", [py, "-c", "pass"]), envbuild_env),
-            (Command("python -c 'import envbuild.cli'", [py, "-c", "import envbuild.cli"]), envbuild_env),
-            # the floor under every render: the template engine alone (the design renders with Jinja)
-            (Command("python -c 'import jinja2'", [py, "-c", "import jinja2"]), envbuild_env),
-        ]
+        env["PYTHONPATH"] = str(REPO)  # the envbuild of this checkout, whatever is installed
+        env.pop("NO_COLOR", None)
+        startup = imported([py, "-c", "pass"], env)
+        commands: list[Command] = [Command("python -c pass", [py, "-c", "pass"])]
+        floors: dict[str, str] = {}  # command label -> label of its floor row
+        measured: list[Command] = []
+        for name in names:
+            out = str(tmp / "out" / name)
+            for verb, extra in (("check", []), ("render", ["--out", out, "--force"])):
+                cmd = Command(f"envbuild {verb} {name}", [*cli, verb, name, *extra])
+                run_once(cmd, env, tmp, record=False)  # fills the caches before importtime looks
+                libs = third_party(cmd.argv, env, startup)
+                label = f"python -c 'import {', '.join(libs)}'" if libs else "python -c pass"
+                if all(c.label != label for c in commands):
+                    commands.append(
+                        Command(label, [py, "-c", f"import {', '.join(libs)}" if libs else "pass"])
+                    )
+                floors[cmd.label] = label
+                measured.append(cmd)
+        fresh_out = str(tmp / "out" / "fresh")
+        for verb, extra in (("check", []), ("render", ["--out", fresh_out, "--force"])):
+            if "pytorch" in names:
+                label = f"envbuild {verb} pytorch (empty cache)"
+                measured.append(Command(label, [*cli, verb, "pytorch", *extra], fresh_cache=True))
+                floors[label] = floors[f"envbuild {verb} pytorch"]
+        commands += measured
         if hpccm is not None:
             recipe = tmp / "recipe.py"
             recipe.write_text(RECIPE, encoding="utf-8")
             argv = [str(hpccm), "--recipe", str(recipe), "--format", "docker"]
-            commands.append((Command("hpccm --recipe recipe.py --format docker", argv), env))
-        for name in names:
-            out = str(tmp / "out" / name)
-            commands.append((Command(f"envbuild check {name}", [*cli, "check", name]), envbuild_env))
-            render = [*cli, "render", name, "--out", out, "--force"]
-            commands.append((Command(f"envbuild render {name}", render), envbuild_env))
-        fresh_out = str(tmp / "out" / "fresh")
-        commands += [
-            (Command("envbuild check pytorch (empty cache)", [*cli, "check", "pytorch"], True), envbuild_env),
-            (
-                Command(
-                    "envbuild render pytorch (empty cache)",
-                    [*cli, "render", "pytorch", "--out", fresh_out, "--force"],
-                    True,
-                ),
-                envbuild_env,
-            ),
-        ]
-        for cmd, cmd_env in commands:  # unmeasured: fills the bytecode and envbuild caches
-            run_once(cmd, cmd_env, tmp, record=False)
+            commands.append(Command("hpccm --recipe recipe.py --format docker (reference)", argv))
+        hpccm_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+        for cmd in commands:  # unmeasured: fills the bytecode and envbuild caches
+            run_once(cmd, hpccm_env if cmd.label.startswith("hpccm") else env, tmp, record=False)
         for _ in range(args.runs):
-            for cmd, cmd_env in commands:
-                run_once(cmd, cmd_env, tmp, record=True)
-        stages = stage_times(names, envbuild_env)
+            for cmd in commands:
+                run_once(cmd, hpccm_env if cmd.label.startswith("hpccm") else env, tmp, record=True)
+        stages = stage_times(names, env)
 
-    width = max(len(cmd.label) for cmd, _ in commands)
-    yardstick = next((c for c, _ in commands if c.label.startswith("hpccm")), None)
-    base = statistics.median(yardstick.wall) if yardstick else None
-    bytecode = "compiled from source every run" if args.no_bytecode_cache else "cached (.pyc)"
+    width = max(len(cmd.label) for cmd in commands)
+    median = {cmd.label: statistics.median(cmd.wall) for cmd in commands}
     print(
         f"cold-process time, median of {args.runs} runs (Python {sys.version.split()[0]}, "
-        f"{os.cpu_count()} CPUs; envbuild bytecode {bytecode}; envbuild run as {' '.join(cli)})"
+        f"{os.cpu_count()} CPUs; bytecode cached; envbuild from {REPO}, run as python -m envbuild)"
     )
-    header = f"  {'':<{width}}  {'wall':>9}  {'cpu':>9}" + ("  x hpccm" if base else "")
-    print(header)
-    for cmd, _ in commands:
-        wall = statistics.median(cmd.wall)
-        line = f"  {cmd.label:<{width}}  {wall * 1000:6.1f} ms  {statistics.median(cmd.cpu) * 1000:6.1f} ms"
-        if base:
-            line += f"  {wall / base:6.2f}x"
+    print(f"  {'':<{width}}  {'wall':>9}  {'cpu':>9}  overhead over the floor (budget 50 %)")
+    for cmd in commands:
+        cpu = statistics.median(cmd.cpu)
+        line = f"  {cmd.label:<{width}}  {median[cmd.label] * 1000:6.1f} ms  {cpu * 1000:6.1f} ms"
+        floor = floors.get(cmd.label)
+        if floor is not None:
+            over = median[cmd.label] / median[floor] - 1
+            line += f"  {over * 100:+5.0f} %{'' if over <= 0.5 else '  OVER BUDGET'}"
         print(line)
-    if base:
-        ratio = {c.label: statistics.median(c.wall) / base for c, _ in commands}
-        engine = ratio["python -c 'import jinja2'"]
-
-        def span(verb: str) -> str:  # over the built-ins, warm cache (the empty-cache rows are above)
-            values = [ratio[f"envbuild {verb} {name}"] for name in names]
-            return f"{verb} {min(values):.2f}-{max(values):.2f}x"
-
+    overheads = [median[label] / median[floor] - 1 for label, floor in floors.items() if "empty" not in label]
+    for verb in ("check", "render"):
+        values = [median[f"envbuild {verb} {n}"] / median[floors[f"envbuild {verb} {n}"]] - 1 for n in names]
         print(
-            "ratio to hpccm (wall medians; goal 0.7x, limit 1.0x): "
-            f"check pytorch {ratio['envbuild check pytorch']:.2f}x, "
-            f"render pytorch {ratio['envbuild render pytorch']:.2f}x; "
-            f"over the built-ins {span('check')}, {span('render')}; "
-            f"import jinja2 alone {engine:.2f}x"
+            f"{verb}: overhead over its floor {min(values) * 100:.0f} to {max(values) * 100:.0f} % "
+            "over the built-ins"
         )
-    else:
-        print(f"no hpccm to compare with (--hpccm PATH or ${HPCCM_ENV}); to install it in a venv of its own:")
+    print(f"worst (warm cache): {max(overheads) * 100:.0f} % (budget 50 %)")
+    if hpccm is None:
+        print(f"no hpccm reference row (--hpccm PATH or ${HPCCM_ENV}); to install it in a venv of its own:")
         print(f"  {INSTALL_HPCCM}")
     print("in one process (import once, then load / check / render each built-in):")
     for label, seconds in stages.items():

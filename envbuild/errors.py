@@ -10,17 +10,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-# Exit codes, documented in the README.
+# Exit codes, documented in the README ("Output and exit codes").
 EXIT_OK = 0
-EXIT_FINDINGS = 1  # check found errors / validate found a failed stage / build failed
-EXIT_USAGE = 2  # invalid input or usage
-EXIT_ENGINE = 3  # the Docker engine cannot be reached
+EXIT_FINDINGS = 1  # error findings (check, render, lock), a failed validation or build, a report that differs
+EXIT_USAGE = 2  # invalid usage or input (a bad option, profile, bundle or lock)
+EXIT_ENGINE = 3  # the engine, the network or the environment failed (no Docker, an index unreachable)
 
 
 class EnvbuildError(Exception):
     """Root of every error envbuild raises on purpose."""
 
     exit_code: int = EXIT_USAGE
+    code: str = "E-USAGE"  # the finding code of this error in a command's --json output
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -52,6 +53,7 @@ class ProfileError(EnvbuildError):
     """A profile (or a file it refers to) is invalid.  Carries every issue found, not just the first."""
 
     exit_code = EXIT_USAGE
+    code = "E-PROFILE"
 
     def __init__(self, issues: Sequence[Issue]) -> None:
         self.issues = tuple(issues)
@@ -64,45 +66,53 @@ class UsageError(EnvbuildError):
     """Bad command-line usage or a bad argument value (unknown target, missing file, ...)."""
 
     exit_code = EXIT_USAGE
+    code = "E-USAGE"
 
 
 class CatalogError(EnvbuildError):
     """A catalog data file shipped with envbuild is malformed (a bug in envbuild, not in the input)."""
 
     exit_code = EXIT_USAGE
+    code = "E-CATALOG"
 
 
 class IncompatibleError(EnvbuildError):
     """The plan has error findings and the caller did not force it."""
 
     exit_code = EXIT_FINDINGS
+    code = "E-INCOMPATIBLE"
 
 
 class BundleError(EnvbuildError):
     """A bundle directory is missing, incomplete or inconsistent."""
 
     exit_code = EXIT_USAGE
+    code = "E-BUNDLE"
 
 
 class BuildError(EnvbuildError):
     """An image build failed."""
 
     exit_code = EXIT_FINDINGS
+    code = "E-BUILD"
 
 
 class EngineUnavailable(EnvbuildError):
     """The Docker engine cannot be reached."""
 
     exit_code = EXIT_ENGINE
+    code = "E-ENGINE"
 
 
 class LockError(EnvbuildError):
     """A lock file is missing, unreadable or of an unknown format."""
 
     exit_code = EXIT_USAGE
+    code = "E-LOCK"
 
 
 class ReportError(EnvbuildError):
     """A report directory is missing, tampered with, or unreadable."""
 
     exit_code = EXIT_FINDINGS
+    code = "E-REPORT"

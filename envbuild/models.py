@@ -463,6 +463,7 @@ class BundleInputs:
     format: Literal["envbuild.inputs/1"] = INPUTS_FORMAT
     profile: Profile  # the loaded profile (its requirement lines parsed, ``folder`` None)
     targets: tuple[str, ...] | None = None  # --target ids given to render (None: the profile's own)
+    driver: str | None = None  # render --driver: the NVIDIA driver version the plan was checked against
     days: int | None = None
     prices: tuple[LotPrice, ...] = ()  # the lot prices in force for the targets (built-in, then --prices)
     apt_recorded: tuple[tuple[str, str], ...] = ()  # render --apt-from RECORD

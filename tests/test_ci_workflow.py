@@ -42,7 +42,8 @@ def envbuild_commands(workflow: str, profile: str, target: str) -> list[list[str
 def parse(args: list[str]) -> None:
     """Parse ``envbuild ARGS`` as the CLI would, without running the command (exits 2 on a bad option)."""
     command, kwargs = cli_parse(args)
-    assert kwargs.keys() <= set(inspect.signature(command.func).parameters), shlex.join(args)
+    assert command.callback is not None
+    assert kwargs.keys() <= set(inspect.signature(command.callback).parameters), shlex.join(args)
 
 
 def test_doc_page_is_current() -> None:

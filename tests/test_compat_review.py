@@ -498,14 +498,15 @@ def test_review_case(
 def test_unknown_torch_is_a_usage_error(tmp_path: Path, torch: str, says: tuple[str, ...]) -> None:
     """A torch.version the user typed that the catalog does not know exits 2, before any plan."""
     result = invoke(["check", str(write_profile(tmp_path, torch=torch)), "--json"])
-    assert result.exit_code == 2 and result.stdout == "", result.output
+    assert result.exit_code == 2, result.output
+    assert json.loads(result.stdout)["ok"] is False  # --json prints on failure too
     for fragment in ("torch.version", *says):
         assert fragment in result.stderr, result.stderr
 
 
 def test_json_shape_exact(tmp_path: Path) -> None:
     _, data = run_check(write_profile(tmp_path, memory=100))
-    assert set(data) == {"ok", "findings", "plan"}
+    assert set(data) == {"format", "command", "ok", "findings", "plan"}
     assert data["findings"] and all(
         set(f) == {"severity", "code", "message", "source"} for f in data["findings"]
     )

@@ -83,7 +83,7 @@ def test_a_pylock_whose_hash_is_not_the_index_file_is_refused(
     locked = envbuild(env, "lock", bundle, "--index-url", urls.main)
     assert locked.returncode == 1
     assert (
-        "E-REQ-HASH: pylock.dev.toml:packages[0]: fakedep==1.1 allows only 1 sha256 hash(es)" in locked.stderr
+        "E-REQ-HASH: pylock.dev.toml:packages[0]: fakedep==1.1 allows only 1 sha256 hash(es)" in locked.stdout
     )
 
 

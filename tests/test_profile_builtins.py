@@ -134,7 +134,7 @@ def test_profiles_cli_json() -> None:
 
 
 def test_profiles_cli_real_process() -> None:
-    assert cli.commands["profiles"].func is _profiles.profiles_command  # registered under its name
+    assert cli.commands["profiles"] is _profiles.profiles_command  # registered under its name
     done = subprocess.run(
         [sys.executable, "-m", "envbuild", "profiles", "--json"], capture_output=True, text=True, timeout=60
     )

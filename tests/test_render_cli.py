@@ -33,7 +33,7 @@ def test_error_findings_exit_1_and_write_nothing(tmp_path: Path) -> None:
     out = tmp_path / "bundle"
     result = run("pytorch", "--target", "mi300x", "--out", str(out))
     assert result.exit_code == 1
-    assert "E-VENDOR-MISMATCH" in result.stderr and "nothing written" in result.stderr
+    assert "error: E-VENDOR-MISMATCH: " in result.stdout and "nothing written" in result.stderr
     assert list(tmp_path.iterdir()) == []
 
 

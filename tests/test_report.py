@@ -68,7 +68,11 @@ def test_tampered_missing_and_extra_files_fail(run_dir: Path) -> None:
     assert verify_report(run_dir) == ["missing: os-release", "changed: report.json", "extra: notes.txt"]
     proc = _envbuild("report", "verify", str(run_dir))
     assert proc.returncode == 1
-    assert proc.stdout.splitlines() == ["missing: os-release", "changed: report.json", "extra: notes.txt"]
+    assert proc.stdout.splitlines() == [
+        "error: E-REPORT: missing: os-release",
+        "error: E-REPORT: changed: report.json",
+        "error: E-REPORT: extra: notes.txt",
+    ]
 
 
 def test_missing_manifest_and_not_a_dir(tmp_path: Path, run_dir: Path) -> None:

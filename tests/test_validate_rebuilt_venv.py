@@ -64,7 +64,7 @@ def test_a_venv_rebuilt_from_the_lock_validates_outside_the_image(
         env=env,
         timeout=900,
     )
-    report = json.loads(proc.stdout)
+    report = json.loads(proc.stdout)["report"]
     status = {s["stage"]: s for s in report["stages"]}
     assert proc.returncode == 0, {k: (v["status"], v.get("error")) for k, v in status.items()}
     passed = {

@@ -54,7 +54,7 @@ from envbuild.catalog.overlay import (
     read,
     write,
 )
-from envbuild.errors import EXIT_FINDINGS, EnvbuildError
+from envbuild.errors import EXIT_ENGINE, EnvbuildError
 from envbuild.net import page_links
 from envbuild.resources import catalog_dir
 
@@ -76,7 +76,8 @@ T = TypeVar("T")
 class RefreshError(EnvbuildError):
     """PyPI could not be read (or the refresh ran out of time): nothing was written."""
 
-    exit_code = EXIT_FINDINGS
+    exit_code = EXIT_ENGINE  # the network or the environment, not the input
+    code = "E-REFRESH"
 
 
 class FetchError(Exception):

@@ -1,32 +1,38 @@
-"""Commands ``envbuild fetch`` and ``envbuild build`` (see :mod:`envbuild.image`)."""
+"""Commands ``envbuild fetch`` and ``envbuild build`` (see :mod:`envbuild.image`).
+
+Exit 0 done, 1 a failed build or fetch (a hash that differs from the lock), 2 bad input, 3 no engine or
+an index that cannot be read."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from envbuild.cli import cli, handle_errors
+import click
+
+from envbuild.cli import cli, handle_errors, json_option
 from envbuild.cli._lock import index_options, links
-from envbuild.cli.args import argument, echo, option, path_type
-
-if TYPE_CHECKING:
-    from envbuild.cli._validate import ValidateOptions
+from envbuild.cli.output import envelope, print_json
 
 
 def _say(message: str) -> None:
-    echo(f"envbuild: {message}", err=True)
+    click.echo(f"envbuild: {message}", err=True)
 
 
 @cli.command("fetch")
-@argument("bundle", type=path_type(file_okay=False))
-@option(
+@click.argument("bundle", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
     "--wheelhouse",
-    type=path_type(file_okay=False),
+    type=click.Path(file_okay=False, path_type=Path),
     default=None,
     help="Where to put the wheels (default BUNDLE/wheelhouse).",
 )
-@option("--tools/--no-tools", default=True, show_default=True, help="Also fill BUNDLE/tools (validator).")
-@option(
+@click.option(
+    "--tools/--no-tools",
+    default=True,
+    help="Also fill BUNDLE/tools with envbuild's own wheel and its locked dependencies (the validator the "
+    "image installs); --no-tools leaves them out (default: --tools).",
+)
+@click.option(
     "--blender-tarball",
     default=None,
     metavar="PATH|URL",
@@ -35,6 +41,10 @@ def _say(message: str) -> None:
     "download.blender.org.",
 )
 @index_options
+@json_option(
+    "Print {format, command, ok, findings, wheelhouse, wheels, tools, ...} as JSON (also on failure)."
+)
+@click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 @handle_errors
 def fetch_command(
     bundle: Path,
@@ -43,6 +53,8 @@ def fetch_command(
     blender_tarball: str | None,
     index_urls: tuple[str, ...],
     find_links: tuple[str, ...],
+    as_json: bool,
+    quiet: bool,
 ) -> None:
     """Download exactly the files BUNDLE's lock names (locking it first if needed), checking each hash;
     with an official Blender, its tarball too."""
@@ -54,10 +66,26 @@ def fetch_command(
         tools=tools,
         index_urls=index_urls,
         find_links=links(find_links),
-        say=_say,
+        say=(lambda m: None) if quiet else _say,
         blender_tarball=blender_tarball,
     )
-    echo(
+    if as_json:
+        blender = result.blender
+        print_json(
+            envelope(
+                "fetch",
+                ok=True,
+                findings=(),
+                locked=result.locked,
+                wheelhouse=str(result.wheelhouse),
+                wheels=list(result.wheels),
+                tools=list(result.tools),
+                blender={"tarball": blender.tarball, "checksums": blender.checksums} if blender else None,
+                seconds=round(result.seconds, 2),
+            )
+        )
+        return
+    click.echo(
         ("locked the bundle, then " if result.locked else "")
         + f"fetched {len(result.wheels)} wheel(s) into {result.wheelhouse}"
         + (f" and {len(result.tools)} into {bundle / 'tools'}" if tools else "")
@@ -67,49 +95,52 @@ def fetch_command(
 
 
 @cli.command("build")
-@argument("bundle_or_profile")
-@option("--tag", "-t", required=True, help="Name of the image to build (name[:tag]).")
-@option("--base-image", default=None, help="Override the Dockerfile's BASE_IMAGE build argument.")
-@option(
+@click.argument("bundle_or_profile")
+@click.option("--tag", "-t", required=True, help="Name of the image to build (name[:tag]).")
+@click.option("--base-image", default=None, help="Override the Dockerfile's BASE_IMAGE build argument.")
+@click.option(
     "--wheelhouse",
-    type=path_type(file_okay=False, exists=True),
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
     default=None,
     help="Install from this wheelhouse instead of BUNDLE/wheelhouse.",
 )
-@option(
+@click.option(
     "--ca-cert",
     "ca_certs",
     multiple=True,
-    type=path_type(dir_okay=False),
+    type=click.Path(dir_okay=False, path_type=Path),
     help="Extra CA certificate (PEM) trusted by apt and pip while building; repeatable. Never written into "
     "the bundle, and left out of the final image unless --keep-ca-cert.",
 )
-@option(
+@click.option(
     "--keep-ca-cert",
     is_flag=True,
     help="Keep the --ca-cert certificates in the final image's trust store (default: build stages only).",
 )
-@option("--network", default=None, help="Network for RUN steps: bridge, default, host or none.")
-@option("--no-cache", is_flag=True, help="Rebuild every layer.")
-@option("--target", "targets", multiple=True, help="Target card id (profile refs only); repeatable.")
-@option(
+@click.option("--network", default=None, help="Network for RUN steps: bridge, default, host or none.")
+@click.option("--no-cache", is_flag=True, help="Rebuild every layer.")
+@click.option(
+    "--target", "targets", multiple=True, metavar="ID", help="Target card id (profile refs only); repeatable."
+)
+@click.option(
     "--fetch/--no-fetch",
     "do_fetch",
     default=None,
     help="Fill the wheelhouse first, locking the bundle when it is not (default: yes for a profile ref "
     "without --wheelhouse). Without it, an unlocked bundle is refused.",
 )
-@option("--force", is_flag=True, help="Render a profile even with error findings.")
-@option("--quiet", "-q", is_flag=True, help="No live progress, step titles only.")
-@option(
+@click.option("--force", is_flag=True, help="Render a profile even with error findings.")
+@click.option("--quiet", "-q", is_flag=True, help="No live progress, step titles only.")
+@click.option(
     "--record",
     "record_path",
-    type=path_type(dir_okay=False),
+    type=click.Path(dir_okay=False, path_type=Path),
     default=None,
     help="Where to write the build record (default: beside the build log, BUNDLE/build-TAG.record.json).",
 )
-@option("--no-record", is_flag=True, help="Do not record the image (no docker save, no file hashing).")
+@click.option("--no-record", is_flag=True, help="Do not record the image (no docker save, no file hashing).")
 @index_options
+@json_option("Print {format, command, ok, findings, tag, image_id, seconds, log, record, run} as JSON.")
 @handle_errors
 def build_command(
     bundle_or_profile: str,
@@ -128,6 +159,7 @@ def build_command(
     no_record: bool,
     index_urls: tuple[str, ...],
     find_links: tuple[str, ...],
+    as_json: bool,
 ) -> None:
     """Build BUNDLE_OR_PROFILE (a rendered bundle, a built-in profile or a .toml) into an image."""
     from envbuild.image.build import build_image, check_build_args, check_locked
@@ -184,15 +216,38 @@ def build_command(
         keep_ca_cert=keep_ca_cert,
     )
     cached = f", {built.cached_steps}/{len(built.steps)} steps from cache" if built.steps else ""
-    echo(f"built {built.tag} ({built.image_id[:19]}) in {built.seconds:.1f} s{cached}; log: {built.log}")
-    _say_run_line(bundle, built.tag)
+    if not as_json:
+        click.echo(
+            f"built {built.tag} ({built.image_id[:19]}) in {built.seconds:.1f} s{cached}; log: {built.log}"
+        )
+    run_line = _run_line(bundle, built.tag)
+    if run_line:
+        _say(f"run it with: {run_line}")
     if not no_record:
         from envbuild.cli._image import write_record
+        from envbuild.image.record import record_path_for
 
         write_record(api, bundle, built.tag, base_image, record_path)
+        record_path = record_path if record_path is not None else record_path_for(bundle, built.tag)
+    if as_json:
+        print_json(
+            envelope(
+                "build",
+                ok=True,
+                findings=(),
+                tag=built.tag,
+                image_id=built.image_id,
+                seconds=round(built.seconds, 2),
+                steps=len(built.steps),
+                cached_steps=built.cached_steps,
+                log=str(built.log),
+                record=None if no_record or record_path is None else str(record_path),
+                run=run_line,
+            )
+        )
 
 
-def _say_run_line(bundle: Path, tag: str) -> None:
+def _run_line(bundle: Path, tag: str) -> str | None:
     """The recommended ``docker run`` line for the built image (the README's, from the same rule)."""
     from envbuild.errors import LockError
     from envbuild.models import read_lock
@@ -201,38 +256,5 @@ def _say_run_line(bundle: Path, tag: str) -> None:
     try:
         lock = read_lock(bundle / "envbuild.lock.json")
     except LockError:
-        return  # the build itself checked the bundle; nothing to add
-    _say(f"run it with: {run_command(lock, tag)}")
-
-
-def validate_image_command(
-    image: str, gpus: str | None, opts: ValidateOptions, docker_args: tuple[str, ...] = ()
-) -> int:
-    """``envbuild validate --image TAG``: the validator inside a container, its report copied to ``opts.out``.
-
-    Returns the in-container validator's exit code.
-    """
-    from envbuild.errors import UsageError
-    from envbuild.image.run import validate_image
-
-    if opts.lock is not None or opts.python is not None:
-        raise UsageError("--image uses the lock and interpreter inside the image; drop --lock/--python")
-    args: list[str] = []
-    if opts.stages is not None:
-        args += ["--stages", opts.stages]
-    if opts.keep_going:
-        args.append("--keep-going")
-    if opts.workdir is not None:
-        args += ["--workdir", str(opts.workdir)]
-    for item in opts.timeouts:
-        args += ["--timeout", item]
-    for item in opts.skip:
-        args += ["--skip", item]
-    result = validate_image(image, out=opts.out, gpus=gpus, validator_args=args, docker_args=docker_args)
-    if opts.as_json and result.run_dirs:
-        echo((result.run_dirs[-1] / "report.json").read_text(encoding="utf-8"), nl=False)
-    for run_dir in result.run_dirs:
-        _say(f"report copied to {run_dir}")
-    if not result.run_dirs:
-        _say(f"the validator in {image} exited {result.exit_code} without writing a report")
-    return result.exit_code
+        return None  # the build itself checked the bundle; nothing to add
+    return run_command(lock, tag)

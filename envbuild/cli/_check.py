@@ -1,7 +1,7 @@
 """``envbuild check PROFILE [--target ID]... [--driver VERSION] [--days N] [--prices FILE] [--json]``.
 
-Exit 0 when no finding is an error, 1 when some are, 2 for invalid input or usage.  Imports neither
-torch nor docker.
+Exit 0 when no finding is an error, 1 when some are, 2 for invalid input or usage, 3 when ``--resolve``
+cannot reach an index.  Imports neither torch nor docker.
 """
 
 from __future__ import annotations
@@ -11,18 +11,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import click
+
 from envbuild.boundary import to_data
-from envbuild.cli import cli, handle_errors
+from envbuild.cli import cli, handle_errors, json_option, verbose_option
 from envbuild.cli._lock import index_options, links
-from envbuild.cli.args import argument, echo, integer, option, path_type
+from envbuild.cli.output import envelope, print_findings, print_json
 from envbuild.errors import EXIT_FINDINGS, EXIT_OK
 from envbuild.models import CheckResult, Plan
 
 
 def result_json(result: CheckResult) -> dict[str, Any]:
-    """``{"ok", "findings", "plan"}``; the plan's profile is reduced to name/path/sha256, and the plan
-    carries ``order`` (per target: lots, cards, devices, idle devices, the host memory and CPUs each
-    machine must give, the driver floor, whether the lots are separate machines, the total per duration)."""
+    """``{"format", "command", "ok", "findings", "plan"}``; the plan's profile is reduced to
+    name/path/sha256, and the plan carries ``order`` (per target: lots, cards, devices, idle devices, the
+    host memory and CPUs each machine must give, the driver floor, whether the lots are separate machines,
+    the total per duration)."""
     from envbuild.catalog.order import order_lines
 
     plan = to_data(result.plan, exclude={"profile"})
@@ -32,25 +35,22 @@ def result_json(result: CheckResult) -> dict[str, Any]:
         **plan,
         "order": [line.as_json() for line in order_lines(result.plan)],
     }
-    return {
-        "ok": result.ok,
-        "findings": to_data(result.findings),
-        "plan": plan,
-    }
+    return envelope("check", ok=result.ok, findings=result.findings, plan=plan)
 
 
 def order_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """``--days N`` and ``--prices FILE.toml`` (check and render)."""
-    func = option(
+    func = click.option(
         "--prices",
         "prices",
-        type=path_type(dir_okay=False),
+        type=click.Path(dir_okay=False, path_type=Path),
         metavar="FILE.toml",
-        help="Lot prices (card id -> days -> USD per lot, plus source and date); replace the built-in ones.",
+        help='Lot prices (card id -> days -> USD per lot, plus source and date; the README\'s "Prices" '
+        "gives the format); replace the built-in ones.",
     )(func)
-    return option(
+    return click.option(
         "--days",
-        type=integer,
+        type=int,
         metavar="3|7|30",
         help="Rental duration in days: the order summary prices this one (default: every duration).",
     )(func)
@@ -60,9 +60,6 @@ def order_summary(result: CheckResult) -> list[str]:
     from envbuild.catalog.order import summary_lines
 
     return summary_lines(result.plan)
-
-
-SEVERITY_STYLE = {"error": ("bold", "red"), "warning": ("yellow",), "info": ("cyan",)}
 
 
 def _torch_row(plan: Plan) -> str:
@@ -88,17 +85,20 @@ def _base_row(plan: Plan) -> str:
 
 
 def _print_human(result: CheckResult, *, verbose: bool = False) -> None:
-    from envbuild.cli._text import Text
+    """The plan as a two-column grid, then the findings and the verdict (rich: plain text off a terminal)."""
+    from rich.table import Table
+    from rich.text import Text
 
-    out = Text(sys.stdout)
+    from envbuild.cli.output import console
+
+    out = console()
     plan = result.plan
     rows = [
         ("profile", f"{plan.profile.name} ({plan.profile.path})"),
         (
             "targets",
             ", ".join(
-                c.id if c.vendor == "cpu" else f"{c.id} ({c.arch}, {c.memory_gib:g} GiB)"
-                for c in plan.targets
+                c.id if c.vendor == "cpu" else f"{c.id} ({c.arch}, {c.memory_gib:g} GB)" for c in plan.targets
             )
             or "-",
         ),
@@ -117,31 +117,26 @@ def _print_human(result: CheckResult, *, verbose: bool = False) -> None:
     if plan.blender_version:
         rows.append(("blender", f"{plan.blender_version} {plan.blender_url or ''}"))
     rows += [("order", line) for line in order_summary(result)]
-    for line in out.grid(rows):
-        out.print(line)
-    for f in result.findings:
-        first, *rest = out.wrap(f"{f.severity:7} {f.code}: {f.message}")
-        out.print(out.style(first[:7], *SEVERITY_STYLE[f.severity]) + first[7:])
-        for line in rest:
-            out.print(line)
-        if verbose and f.source:
-            for line in out.wrap(f"        source: {f.source}", indent=8):
-                out.print(out.style(line, "dim"))
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(overflow="fold")
+    for key, value in rows:
+        grid.add_row(Text(key), Text(value))  # Text: no markup in values read from files
+    out.print(grid)
+    print_findings(result.findings, verbose=verbose, out=out)
     errors = sum(f.severity == "error" for f in result.findings)
     out.print(
-        out.style("ok", "bold", "green")
-        if result.ok
-        else out.style(f"{errors} error finding(s)", "bold", "red")
+        Text("ok", style="bold green") if result.ok else Text(f"{errors} error finding(s)", style="bold red")
     )
 
 
 @cli.command("check")
-@argument("profile")
-@option("--target", "targets", multiple=True, metavar="ID", help="Target card id (repeatable).")
-@option("--driver", metavar="VERSION", help="NVIDIA driver version of the machine, e.g. 570.124.06.")
-@option("--json", "as_json", is_flag=True, help="Print {ok, findings, plan} as JSON.")
-@option("-v", "--verbose", is_flag=True, help="Show each finding's source (catalog row, metadata).")
-@option(
+@click.argument("profile")
+@click.option("--target", "targets", multiple=True, metavar="ID", help="Target card id (repeatable).")
+@click.option("--driver", metavar="VERSION", help="NVIDIA driver version of the machine, e.g. 570.124.06.")
+@json_option("Print {format, command, ok, findings, plan} as JSON (also on failure).")
+@verbose_option()
+@click.option(
     "--resolve",
     is_flag=True,
     help="Also resolve every distribution for the image's target (as `envbuild lock` does); writes nothing.",
@@ -182,9 +177,7 @@ def check_cmd(
     else:
         result = plan()
     if as_json:
-        import json
-
-        echo(json.dumps(result_json(result), indent=2, sort_keys=True))
+        print_json(result_json(result))
     else:
         _print_human(result, verbose=verbose)
     sys.exit(EXIT_OK if result.ok else EXIT_FINDINGS)

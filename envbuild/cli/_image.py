@@ -6,15 +6,16 @@ Exit 0 when the images are identical on content (after the documented noise), 1 
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from envbuild.cli import cli, handle_errors
-from envbuild.cli.args import argument, echo, int_range, option, path_type
+import click
+
+from envbuild.cli import cli, handle_errors, json_option
+from envbuild.cli.output import envelope, print_json
 from envbuild.errors import EXIT_FINDINGS, EXIT_OK
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ _BASE_ARG = re.compile(r"^ARG BASE_IMAGE=(\S+)\s*$", re.MULTILINE)
 
 
 def _say(message: str) -> None:
-    echo(f"envbuild: {message}", err=True)
+    click.echo(f"envbuild: {message}", err=True)
 
 
 def bundle_base_image(bundle: Path, override: str | None) -> str | None:
@@ -73,14 +74,16 @@ def _side(api_holder: list[Any], ref: str) -> tuple[str, ImageFiles]:
     return f"{ref} ({image_id[:19]})", files
 
 
-def _report(a_name: str, a: ImageFiles, b_name: str, b: ImageFiles, as_json: bool, limit: int) -> int:
+def _report(
+    command: str, a_name: str, a: ImageFiles, b_name: str, b: ImageFiles, as_json: bool, limit: int
+) -> int:
     from envbuild.image.diff import diff_files, format_diff
 
     diff = diff_files(a, b, a_name=a_name, b_name=b_name)
     if as_json:
-        echo(json.dumps(diff.as_json(), indent=2, sort_keys=True))
+        print_json(envelope(command, ok=diff.identical, findings=(), **diff.as_json()))
     else:
-        echo("\n".join(format_diff(diff, limit=limit)))
+        click.echo("\n".join(format_diff(diff, limit=limit)))
     return EXIT_OK if diff.identical else EXIT_FINDINGS
 
 
@@ -90,10 +93,12 @@ def image_group() -> None:
 
 
 @image_group.command("diff")
-@argument("a")
-@argument("b")
-@option("--json", "as_json", is_flag=True, help="Print every difference as JSON.")
-@option("--limit", type=int_range(0), default=50, show_default=True, help="Paths shown.")
+@click.argument("a")
+@click.argument("b")
+@json_option("Print {format, command, ok, findings} and every difference as JSON (ok: identical).")
+@click.option(
+    "--limit", type=click.IntRange(min=0), default=50, show_default=True, help="Differing paths shown."
+)
 @handle_errors
 def image_diff(a: str, b: str, as_json: bool, limit: int) -> None:
     """Compare A and B (image tags or build records) on content; exit 0 identical, 1 different.
@@ -103,19 +108,25 @@ def image_diff(a: str, b: str, as_json: bool, limit: int) -> None:
     api: list[Any] = []
     a_name, a_files = _side(api, a)
     b_name, b_files = _side(api, b)
-    sys.exit(_report(a_name, a_files, b_name, b_files, as_json, limit))
+    sys.exit(_report("image diff", a_name, a_files, b_name, b_files, as_json, limit))
 
 
 @image_group.command("record")
-@argument("image")
-@option("--out", "out", type=path_type(dir_okay=False), required=True, help="Record file.")
-@option(
+@click.argument("image")
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="Record file to write.",
+)
+@click.option(
     "--bundle",
-    type=path_type(file_okay=False, exists=True),
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
     default=None,
     help="The bundle it was built from (adds the lock's and wheels' hashes as inputs).",
 )
-@option("--base-image", default=None, help="The base image it was built on (default: the bundle's).")
+@click.option("--base-image", default=None, help="The base image it was built on (default: the bundle's).")
 @handle_errors
 def image_record(image: str, out: Path, bundle: Path | None, base_image: str | None) -> None:
     """Write the build record of IMAGE (an image in the engine) to --out."""
@@ -126,7 +137,7 @@ def image_record(image: str, out: Path, bundle: Path | None, base_image: str | N
     base = bundle_base_image(bundle, base_image) if bundle is not None else base_image
     record = record_image(api, image, bundle=bundle, base_image=base)
     record.write(out)
-    echo(f"recorded {image} ({record.image_id[:19]}): {len(record.files.entries)} paths -> {out}")
+    click.echo(f"recorded {image} ({record.image_id[:19]}): {len(record.files.entries)} paths -> {out}")
 
 
 def reference_record(bundle: Path, against: Path | None) -> Path:
@@ -148,23 +159,23 @@ def reference_record(bundle: Path, against: Path | None) -> Path:
 
 
 @cli.command("rebuild")
-@argument("bundle", type=path_type(file_okay=False, exists=True))
-@option(
+@click.argument("bundle", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option(
     "--tag", "-t", default=None, help="Tag for the rebuilt image (default: the record's tag + '-rebuild')."
 )
-@option(
+@click.option(
     "--verify", is_flag=True, help="Compare the rebuilt image with the bundle's record; exit 1 if it differs."
 )
-@option(
+@click.option(
     "--against",
-    type=path_type(dir_okay=False, exists=True),
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
     default=None,
     help="The record to compare with (default: the bundle's only build-*.record.json).",
 )
-@option("--base-image", default=None, help="Override the Dockerfile's BASE_IMAGE build argument.")
-@option("--network", default=None, help="Network for RUN steps: bridge, default, host or none.")
-@option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
-@option("--quiet", "-q", is_flag=True, help="No live progress, step titles only.")
+@click.option("--base-image", default=None, help="Override the Dockerfile's BASE_IMAGE build argument.")
+@click.option("--network", default=None, help="Network for RUN steps: bridge, default, host or none.")
+@json_option("Print {format, command, ok, findings} and the comparison as JSON (ok: identical).")
+@click.option("--quiet", "-q", is_flag=True, help="No live progress, step titles only.")
 @handle_errors
 def rebuild_command(
     bundle: Path,
@@ -195,12 +206,15 @@ def rebuild_command(
     _say(f"rebuilt {built.tag} ({built.image_id[:19]}) without the cache in {built.seconds:.1f} s")
     record = write_record(api, bundle, built.tag, base_image, None)
     if not verify:
+        if as_json:
+            print_json(envelope("rebuild", ok=True, findings=(), tag=built.tag, image_id=built.image_id))
         return
     assert reference is not None
     if reference.inputs.get("lock_sha256") != record.inputs.get("lock_sha256"):
         _say("note: the bundle's lock changed since the reference build; differences may be expected")
     sys.exit(
         _report(
+            "rebuild",
             f"{reference.tag} (recorded)",
             reference.files,
             f"{built.tag} (rebuilt)",

@@ -1,7 +1,7 @@
 """``envbuild lock BUNDLE [--index-url URL]... [--find-links DIR]... [--json]``.
 
-Exit 0 when the bundle was locked, 1 when the resolution has error findings (nothing written) or the
-resolver could not decide, 2 for a bad bundle or usage.
+Exit 0 when the bundle was locked, 1 when the resolution has error findings (nothing written), 2 for a
+bad bundle or usage, 3 when an index cannot be read or the resolver fails to run.
 """
 
 from __future__ import annotations
@@ -9,9 +9,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import click
+
 from envbuild.boundary import to_data
-from envbuild.cli import F, cli, handle_errors
-from envbuild.cli.args import argument, echo, option, path_type
+from envbuild.cli import F, cli, handle_errors, json_option, verbose_option
+from envbuild.cli.output import envelope, print_findings, print_json
 from envbuild.errors import EXIT_FINDINGS
 from envbuild.models import Plan
 
@@ -21,10 +23,10 @@ FIND_LINKS_HELP = "Also take wheels from this folder or URL (repeatable)."
 
 def index_options(func: F) -> F:
     """``--index-url`` and ``--find-links``, shared by ``lock``, ``fetch`` and ``check --resolve``."""
-    links_option = option(
+    links_option = click.option(
         "--find-links", "find_links", multiple=True, metavar="DIR|URL", help=FIND_LINKS_HELP
     )
-    index_option = option("--index-url", "index_urls", multiple=True, metavar="URL", help=INDEX_HELP)
+    index_option = click.option("--index-url", "index_urls", multiple=True, metavar="URL", help=INDEX_HELP)
     return index_option(links_option(func))
 
 
@@ -47,12 +49,19 @@ def links(values: tuple[str, ...]) -> tuple[str, ...]:
 
 
 @cli.command("lock")
-@argument("bundle", type=path_type(file_okay=False))
+@click.argument("bundle", type=click.Path(file_okay=False, path_type=Path))
 @index_options
-@option("--json", "as_json", is_flag=True, help="Print {ok, findings, resolution, distributions}.")
+@json_option("Print {format, command, ok, findings, plan, resolution, distributions} as JSON.")
+@verbose_option()
+@click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 @handle_errors
 def lock_command(
-    bundle: Path, index_urls: tuple[str, ...], find_links: tuple[str, ...], as_json: bool
+    bundle: Path,
+    index_urls: tuple[str, ...],
+    find_links: tuple[str, ...],
+    as_json: bool,
+    verbose: bool,
+    quiet: bool,
 ) -> None:
     """Resolve every distribution BUNDLE installs, for the image's target, and pin each with its hashes."""
     from envbuild.lock import lock_bundle
@@ -61,41 +70,42 @@ def lock_command(
         bundle,
         index_urls=index_urls,
         find_links=links(find_links),
-        say=lambda m: echo(f"envbuild: {m}", err=True),
+        say=(lambda m: None) if quiet else (lambda m: click.echo(f"envbuild: {m}", err=True)),
     )
     resolved = outcome.resolved
     if as_json:
-        payload = {
-            "ok": outcome.lock is not None,
-            "findings": to_data(outcome.findings),
-            "plan_changes": list(outcome.changed),
-            "plan": _plan_summary(outcome.plan) if outcome.plan is not None else None,
-            "resolution": to_data(resolved.resolution) if resolved is not None else None,
-            "distributions": to_data(resolved.distributions) if resolved is not None else [],
-        }
-        import json
-
-        echo(json.dumps(payload, indent=2, sort_keys=True))
+        print_json(
+            envelope(
+                "lock",
+                ok=outcome.lock is not None,
+                findings=outcome.findings,
+                plan_changes=list(outcome.changed),
+                plan=_plan_summary(outcome.plan) if outcome.plan is not None else None,
+                resolution=to_data(resolved.resolution) if resolved is not None else None,
+                distributions=to_data(resolved.distributions) if resolved is not None else [],
+            )
+        )
     else:
-        for finding in outcome.findings:
-            echo(f"{finding.severity}: {finding.code}: {finding.message}", err=finding.severity == "error")
+        print_findings(outcome.findings, verbose=verbose)
         if outcome.lock is not None and resolved is not None:
             for dist in resolved.distributions:
                 via = ", ".join([*dist.declared_by, *dist.required_by])
-                echo(f"  {dist.spec:40} {via}")
+                click.echo(f"  {dist.spec:40} {via}")
             plan = outcome.plan
             if plan is not None:
                 accel = f"{plan.backend} {plan.accelerator_version or ''}".rstrip()
-                echo(f"plan: base image {plan.base_image}; {accel}; min driver {plan.min_driver or '-'}")
+                click.echo(
+                    f"plan: base image {plan.base_image}; {accel}; min driver {plan.min_driver or '-'}"
+                )
             follows = ", Dockerfile, README.md" if outcome.plan is not None else ""
-            echo(
+            click.echo(
                 f"locked {len(resolved.distributions)} distributions in {outcome.seconds:.1f} s "
                 f"({resolved.resolution.resolver}, {resolved.resolution.platform}): "
                 f"{bundle / 'requirements-rebuild.txt'}, {bundle / 'envbuild.lock.json'}{follows}"
             )
     if outcome.lock is None:
         if not as_json:
-            echo("envbuild: error: the bundle does not lock; nothing written", err=True)
+            click.echo("envbuild: error: the bundle does not lock; nothing written", err=True)
         sys.exit(EXIT_FINDINGS)
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from envbuild.cli import cli, handle_errors
-from envbuild.cli.args import echo, option, path_type
+import click
+
+from envbuild.cli import cli, handle_errors, json_option
 
 
 @cli.command("profiles")
-@option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
+@json_option("Print a JSON list instead of a table.")
 @handle_errors
 def profiles_command(as_json: bool) -> None:
     """List the built-in profiles (name, kind, description)."""
@@ -19,11 +20,12 @@ def profiles_command(as_json: bool) -> None:
     rows = describe_builtins()
     if as_json:
         data = [{"name": name, "kind": kind, "description": text} for name, kind, text in rows]
-        echo(json.dumps(data, indent=2))
+        click.echo(json.dumps(data, indent=2))
         return
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
+
+    from envbuild.cli.output import console
 
     table = Table(title="Built-in profiles", title_justify="left")
     table.add_column("name", style="bold", no_wrap=True)
@@ -31,14 +33,14 @@ def profiles_command(as_json: bool) -> None:
     table.add_column("description")
     for name, kind, text in rows:
         table.add_row(Text(name), Text(kind), Text(text))  # Text: no markup parsing
-    Console(soft_wrap=False).print(table)
-    echo("Use a name with `envbuild check NAME` or `envbuild render NAME`, or a path to a .toml file.")
+    console().print(table)
+    click.echo("Use a name with `envbuild check NAME` or `envbuild render NAME`, or a path to a .toml file.")
 
 
 @cli.command("schema")
-@option(
+@click.option(
     "--out",
-    type=path_type(dir_okay=False),
+    type=click.Path(dir_okay=False, path_type=Path),
     default=None,
     help="Write it to this file (default: print it).",
 )
@@ -49,7 +51,7 @@ def schema_command(out: Path | None) -> None:
 
     text = schema_text()
     if out is None:
-        echo(text, nl=False)
+        click.echo(text, nl=False)
         return
     from envbuild.errors import UsageError
 
@@ -57,4 +59,4 @@ def schema_command(out: Path | None) -> None:
         out.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"{out}: cannot write the schema: {exc.strerror or exc}") from None
-    echo(f"wrote {out}")
+    click.echo(f"wrote {out}")

@@ -1,4 +1,5 @@
-"""``envbuild render PROFILE [--target ID]... [--out DIR] [--force]``: check, then write the bundle."""
+"""``envbuild render PROFILE [--target ID]... [--driver VERSION] [--out DIR] [--force] [--json]``: check,
+then write the bundle.  Exit 0 written, 1 error findings (nothing written), 2 bad input or usage."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envbuild.cli import cli, handle_errors
+import click
+
+from envbuild.cli import cli, handle_errors, json_option, verbose_option
 from envbuild.cli._check import order_options, order_summary
-from envbuild.cli.args import argument, echo, option
+from envbuild.cli.output import envelope, print_findings, print_json
 from envbuild.errors import EXIT_FINDINGS
-from envbuild.models import CheckResult
 
 if TYPE_CHECKING:
     from envbuild.render.bundle import Written
@@ -37,6 +39,7 @@ def regenerate_command(
     prices: Path | None = None,
     bake: bool = False,
     apt_from: str | None = None,
+    driver: str | None = None,
 ) -> str:
     """The normalised command line recorded in the bundle (stable across machines for relative paths).
 
@@ -45,6 +48,8 @@ def regenerate_command(
     words = ["envbuild", "render", _display_path(ref)]
     for target in targets:
         words += ["--target", target]
+    if driver is not None:
+        words += ["--driver", driver]
     if days is not None:
         words += ["--days", str(days)]
     if prices is not None:
@@ -56,12 +61,6 @@ def regenerate_command(
     if force:
         words.append("--force")
     return shlex.join(words)
-
-
-def print_findings(result: CheckResult) -> None:
-    for finding in result.findings:
-        stream_err = finding.severity == "error"
-        echo(f"{finding.severity}: {finding.code}: {finding.message}", err=stream_err)
 
 
 def rerender_notes(written: Written, out_text: str) -> list[str]:
@@ -104,27 +103,37 @@ def rerender_notes(written: Written, out_text: str) -> list[str]:
 
 
 @cli.command("render")
-@argument("profile_ref", metavar="PROFILE")
-@option("--target", "targets", multiple=True, metavar="ID", help="Target card id (repeatable).")
-@option("--out", "out", default=None, metavar="DIR", help="Bundle folder [./<profile>-<targets>].")
-@option("--force", is_flag=True, help="Write the bundle even when the check finds errors.")
-@option("--bake", is_flag=True, help="Also write docker-bake.hcl (for BuildKit: docker buildx bake).")
-@option(
+@click.argument("profile_ref", metavar="PROFILE")
+@click.option("--target", "targets", multiple=True, metavar="ID", help="Target card id (repeatable).")
+@click.option(
+    "--driver",
+    metavar="VERSION",
+    help="NVIDIA driver version of the machine, e.g. 570.124.06 (checked, and recorded in the bundle).",
+)
+@click.option(
+    "--out", "out", default=None, metavar="DIR", help="Bundle folder (default: ./<profile>-<targets>)."
+)
+@click.option("--force", is_flag=True, help="Write the bundle even when the check finds errors.")
+@click.option("--bake", is_flag=True, help="Also write docker-bake.hcl (for BuildKit: docker buildx bake).")
+@click.option(
     "--apt-from",
     metavar="RECORD",
     default=None,
     help="Pin apt packages to the versions a first build recorded (build-TAG.record.json).",
 )
-@option(
+@click.option(
     "--discard-edits",
     is_flag=True,
     help="Drop your changes under the bundle's app/ and constraints/ (kept in kept-edits/ otherwise).",
 )
+@json_option("Print {format, command, ok, findings, bundle, order, notes} as JSON (also on failure).")
+@verbose_option()
 @order_options
 @handle_errors
 def render_command(
     profile_ref: str,
     targets: tuple[str, ...],
+    driver: str | None,
     out: str | None,
     force: bool,
     bake: bool,
@@ -132,6 +141,8 @@ def render_command(
     discard_edits: bool,
     days: int | None,
     prices: Path | None,
+    as_json: bool,
+    verbose: bool,
 ) -> None:
     """Check PROFILE for the targets and write its build bundle (Dockerfile, lock, README, ...)."""
     from envbuild.catalog.prices import with_order
@@ -140,24 +151,34 @@ def render_command(
     from envbuild.render import default_out, render_into
 
     profile = load_profile(profile_ref)
-    result = with_order(check(profile, targets=list(targets) or None), days=days, price_file=prices)
+    checked = check(profile, targets=list(targets) or None, driver=driver)
+    result = with_order(checked, days=days, price_file=prices)
+    lines: list[str] = []  # what the human output adds to the findings, on stdout
     if apt_from is not None:
         from envbuild.render.apt import apt_versions_from_record
 
         pins, missing = apt_versions_from_record(apt_from, result.plan)
         result = replace(result, plan=replace(result.plan, apt_recorded=pins))
-        echo(f"apt: {len(pins)} package(s) pinned to the versions in {apt_from}")
+        lines.append(f"apt: {len(pins)} package(s) pinned to the versions in {apt_from}")
         if missing:
-            echo(f"envbuild: warning: not in {apt_from}, left unpinned: {', '.join(missing)}", err=True)
-    print_findings(result)
-    for line in order_summary(result):
-        echo(f"order: {line}")
+            click.echo(f"envbuild: warning: not in {apt_from}, left unpinned: {', '.join(missing)}", err=True)
+    order = order_summary(result)
+    if not as_json:
+        for line in lines:
+            click.echo(line)
+        print_findings(result.findings, verbose=verbose)
+        for line in order:
+            click.echo(f"order: {line}")
     if not result.ok and not force:
         message = "the check found errors; nothing written (use --force to render anyway)"
-        echo(f"envbuild: error: {message}", err=True)
+        if as_json:
+            print_json(
+                envelope("render", ok=False, findings=result.findings, bundle=None, order=order, notes=[])
+            )
+        click.echo(f"envbuild: error: {message}", err=True)
         sys.exit(EXIT_FINDINGS)
     out_text = out if out is not None else str(default_out(result.plan))
-    command = regenerate_command(profile_ref, targets, force, days, prices, bake, apt_from)
+    command = regenerate_command(profile_ref, targets, force, days, prices, bake, apt_from, driver)
     written = render_into(
         result,
         Path(out_text),
@@ -166,9 +187,23 @@ def render_command(
         bake=bake,
         targets=tuple(targets) or None,
         discard_edits=discard_edits,
+        driver=driver,
     )
     if not result.ok:
-        echo("envbuild: warning: rendered despite error findings (--force)", err=True)
-    for line in rerender_notes(written, out_text):
-        echo(line, err=True)
-    echo(f"wrote {written.path}")
+        click.echo("envbuild: warning: rendered despite error findings (--force)", err=True)
+    notes = rerender_notes(written, out_text)
+    for line in notes:
+        click.echo(line, err=True)
+    if as_json:
+        print_json(
+            envelope(
+                "render",
+                ok=True,
+                findings=result.findings,
+                bundle=str(written.path),
+                order=order,
+                notes=notes,
+            )
+        )
+    else:
+        click.echo(f"wrote {written.path}")

@@ -25,7 +25,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import Version
 
 from envbuild import __version__
-from envbuild.errors import EXIT_FINDINGS, EnvbuildError
+from envbuild.errors import EXIT_ENGINE, EnvbuildError
 from envbuild.lock.sources import source_build_facts
 from envbuild.lock.target import Target
 from envbuild.lock.uv import (
@@ -73,7 +73,8 @@ _NETWORK = (
 class ResolveError(EnvbuildError):
     """The resolver could not run to a decision (an index unreachable, uv missing or failing)."""
 
-    exit_code = EXIT_FINDINGS
+    exit_code = EXIT_ENGINE  # the network or the environment, not the input
+    code = "E-RESOLVE"
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,31 @@ def builtin_names() -> list[str]:
     return sorted(p.stem for p in profiles_dir().glob("*.toml") if p.is_file())
 
 
+REQUIREMENTS_HINT = (
+    "; this looks like a pip requirements file, not a profile: list it in a profile's "
+    '[python] requirements = ["FILE"] (a profile can extend a built-in, e.g. extends = "pytorch"; '
+    "see profiles/README.md)"
+)
+
+
+def _looks_like_requirements(name: str, data: bytes) -> bool:
+    """A file that is not TOML, named like a requirements file (``.txt``, ``.in``) or whose lines are all
+    requirements, pip options or comments."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    if name.endswith((".txt", ".in")):
+        return True
+    lines = [line.split(" #", 1)[0].strip() for line in data.decode("utf-8", "replace").splitlines()]
+    lines = [line for line in lines if line and not line.startswith("#")]
+    try:
+        for line in lines:
+            if not line.startswith("-"):
+                Requirement(line)
+    except InvalidRequirement:
+        return False
+    return bool(lines)
+
+
 def _is_builtin_ref(ref: str) -> bool:
     return "/" not in ref and "\\" not in ref and not ref.endswith(".toml")
 
@@ -86,7 +111,8 @@ class _Load:
             self.issues.append(Issue(place.display, "", f"not UTF-8 text: {exc.reason} at byte {exc.start}"))
             return None
         except tomllib.TOMLDecodeError as exc:
-            self.issues.append(Issue(place.display, "", f"not valid TOML: {exc}"))
+            hint = REQUIREMENTS_HINT if _looks_like_requirements(place.display, data) else ""
+            self.issues.append(Issue(place.display, "", f"not valid TOML: {exc}{hint}"))
             return None
         except RecursionError:
             self.issues.append(

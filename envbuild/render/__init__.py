@@ -60,12 +60,18 @@ def render_dockerfile(plan: Plan, command: str = "envbuild render") -> str:
 
 
 def render_files(
-    result: CheckResult, command: str, *, bake: bool = False, targets: tuple[str, ...] | None = None
+    result: CheckResult,
+    command: str,
+    *,
+    bake: bool = False,
+    targets: tuple[str, ...] | None = None,
+    driver: str | None = None,
 ) -> tuple[dict[str, bytes], frozenset[str]]:
     """Every file of the bundle, in memory: (relative path -> bytes, executable paths).
 
     ``bake`` adds ``docker-bake.hcl`` (:mod:`envbuild.render.bake`); ``targets`` are the ``--target``
-    ids the plan was checked with (None: the profile's own), recorded in ``envbuild.inputs.json``."""
+    ids the plan was checked with (None: the profile's own) and ``driver`` its ``--driver``, both recorded in
+    ``envbuild.inputs.json``."""
     plan = result.plan
     constraints = collect_constraints(plan)
     files: dict[str, str] = {
@@ -74,7 +80,7 @@ def render_files(
         "README.md": render_readme(result, command),
         "requirements-rebuild.txt": render_requirements(plan, command, constraints),
         "envbuild.lock.json": lock_json(make_lock(plan)),
-        INPUTS_FILE: inputs_json(inputs_of(plan, command, targets=targets, bake=bake)),
+        INPUTS_FILE: inputs_json(inputs_of(plan, command, targets=targets, bake=bake, driver=driver)),
     }
     if bake:
         from envbuild.render.bake import render_bake
@@ -104,6 +110,7 @@ def render_bundle(
     bake: bool = False,
     targets: tuple[str, ...] | None = None,
     discard_edits: bool = False,
+    driver: str | None = None,
 ) -> Path:
     """Write the bundle for ``result`` to ``out`` atomically and return its absolute path.
 
@@ -119,7 +126,14 @@ def render_bundle(
     when a kept path would be lost and ``force`` is false.
     """
     return render_into(
-        result, out, command=command, force=force, bake=bake, targets=targets, discard_edits=discard_edits
+        result,
+        out,
+        command=command,
+        force=force,
+        bake=bake,
+        targets=targets,
+        discard_edits=discard_edits,
+        driver=driver,
     ).path
 
 
@@ -132,6 +146,7 @@ def render_into(
     bake: bool = False,
     targets: tuple[str, ...] | None = None,
     discard_edits: bool = False,
+    driver: str | None = None,
 ) -> Written:
     """:func:`render_bundle`, saying what it did with the previous bundle (its lock, the user's edits)."""
     if not result.ok and not force:
@@ -141,5 +156,5 @@ def render_into(
             f"profile {result.plan.profile.name}: {len(errors)} error finding(s); nothing written "
             "(use --force to render anyway):\n" + "\n".join(lines)
         )
-    files, executable = render_files(result, command, bake=bake, targets=targets)
+    files, executable = render_files(result, command, bake=bake, targets=targets, driver=driver)
     return write_bundle(files, Path(out), executable, force=force, discard_edits=discard_edits)

@@ -17,13 +17,19 @@ from envbuild.models import INPUTS_FILE, BundleInputs, CheckResult, Plan
 
 
 def inputs_of(
-    plan: Plan, command: str, *, targets: tuple[str, ...] | None = None, bake: bool = False
+    plan: Plan,
+    command: str,
+    *,
+    targets: tuple[str, ...] | None = None,
+    bake: bool = False,
+    driver: str | None = None,
 ) -> BundleInputs:
     """The inputs of a render of ``plan`` (the profile as loaded, without its folder on this machine)."""
     profile = replace(plan.profile, folder=None)
     return BundleInputs(
         profile=profile,
         targets=targets,
+        driver=driver,
         days=plan.days,
         prices=plan.prices,
         apt_recorded=plan.apt_recorded,
@@ -57,6 +63,6 @@ def check_inputs(inputs: BundleInputs, **kwargs: object) -> CheckResult:
     """The plan of ``inputs`` derived again (``kwargs`` go to :func:`envbuild.plan.check`)."""
     from envbuild.plan import check
 
-    result = check(inputs.profile, targets=inputs.targets, **kwargs)  # type: ignore[arg-type]
+    result = check(inputs.profile, targets=inputs.targets, driver=inputs.driver, **kwargs)  # type: ignore[arg-type]
     plan = replace(result.plan, days=inputs.days, prices=inputs.prices, apt_recorded=inputs.apt_recorded)
     return replace(result, plan=plan)
