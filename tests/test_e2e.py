@@ -166,7 +166,7 @@ def test_drifted_package_fails_at_packages(drifted: str, pytorch_cpu: Built, tmp
     proc = envbuild("validate", "--image", drifted, "--out", out, "--json")
     assert proc.returncode == 1, proc.stderr
     _, report = only_run(out)
-    assert json.loads(proc.stdout)["run_id"] == report["run_id"]
+    assert json.loads(proc.stdout)["report"]["run_id"] == report["run_id"]
     assert report["ok"] is False
     assert report["first_failure"]["stage"] == "packages"
     error = report["first_failure"]["error"]
