@@ -186,3 +186,13 @@ def test_plain_text_off_a_terminal_and_under_no_color() -> None:
         timeout=120,
     )
     assert "\x1b[" not in no_color.stdout
+
+
+def test_the_readme_documents_every_command_and_exit_code() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    commands_section = readme.split("## Commands\n", 1)[1].split("\n## ", 1)[0]
+    for path, _ in commands(cli):
+        assert f"`{path.removeprefix('envbuild ').split(' ')[0]}" in commands_section, path
+    codes = readme.split("## Output and exit codes\n", 1)[1].split("\n## ", 1)[0]
+    for code in range(4):
+        assert f"\n| {code} | " in codes
