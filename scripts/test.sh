@@ -2,7 +2,9 @@
 # Set up everything the tests need and run the whole suite:
 #   a venv with envbuild and its test extras (torch 2.13.0 CPU, pytest, ruff, mypy, hadolint, ...),
 #   a running Docker engine, the local Debian 12 base image, then ruff, mypy and pytest.
-# Extra arguments go to pytest, e.g. scripts/test.sh -k render -x
+# pytest runs in parallel (pytest-xdist, ENVBUILD_TEST_WORKERS workers, 2 by default): the tests that share
+# an image are in one xdist_group, run by one worker that builds the image once (tests/conftest.py).
+# Extra arguments go to pytest, e.g. scripts/test.sh -k render -x; scripts/test.sh -n 0 runs serially.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +16,7 @@ python3 -m venv .venv
 export PIP_RETRIES=0
 bash scripts/docker-engine.sh
 bash scripts/base-image.sh envbuild/debian:12
+bash scripts/browser.sh  # Debian's chromium + chromedriver: the report.html browser test
 
 echo "== ruff"
 .venv/bin/ruff check .
@@ -21,4 +24,4 @@ echo "== ruff"
 echo "== mypy"
 .venv/bin/mypy
 echo "== pytest"
-.venv/bin/pytest "$@"
+.venv/bin/pytest -n "${ENVBUILD_TEST_WORKERS:-2}" --dist loadgroup --no-loadscope-reorder "$@"

@@ -1,15 +1,101 @@
-"""Shared fixtures.  Docker tests never skip: a missing engine is a failure (CI starts one)."""
+"""Shared fixtures.  Docker tests never skip: a missing engine is a failure (CI starts one).
+
+The suite runs in parallel (``scripts/test.sh``: pytest-xdist, ``-n 2 --dist loadgroup``).  Tests that
+share an image built by a module- or session-scoped fixture carry ``@pytest.mark.xdist_group(NAME)``, so
+one worker builds it once and runs them all while the other runs the rest; collection fails for a
+``docker`` test that uses such a fixture of its own module without a group.  Session fixtures are per
+worker: one that both workers need (``locked_pytorch_cpu``) is made once per run under a file lock
+(:func:`once_per_run`).  ``pytest -n 0`` runs everything serially in one process.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import shutil
+import traceback
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 BASE_IMAGE = os.environ.get("ENVBUILD_TEST_BASE_IMAGE", "envbuild/debian:12")
+
+# The xdist groups that build an image, longest first: under xdist they are handed out before every
+# other test (scripts/test.sh passes --no-loadscope-reorder), so the longest chain starts at once.
+IMAGE_GROUPS = ("pytorch-cpu", "blender-cpu", "container-box", "rebuild-proof")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Check that image-sharing docker tests are grouped, and (in an xdist worker) put the image groups
+    first, then the other docker and slow tests, then the rest; the order within each stays the same."""
+    ungrouped = sorted(
+        f"{item.nodeid}: uses {name!r} ({scope}-scoped, from its module) without an xdist_group"
+        for item in items
+        if "docker_client" in item.fixturenames and not item.get_closest_marker("xdist_group")
+        for name, scope in _own_shared_fixtures(item)
+    )
+    if ungrouped:
+        raise pytest.UsageError(
+            "each xdist worker would build its own copy of these images (see tests/conftest.py):\n"
+            + "\n".join(ungrouped)
+        )
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        group = item.get_closest_marker("xdist_group")
+        if group is not None:
+            name = group.args[0] if group.args else group.kwargs.get("name", "")
+            return (0, IMAGE_GROUPS.index(name) if name in IMAGE_GROUPS else len(IMAGE_GROUPS))
+        if item.get_closest_marker("docker") or item.get_closest_marker("slow"):
+            return (1, 0)
+        return (2, 0)
+
+    items.sort(key=rank)
+
+
+def _own_shared_fixtures(item: pytest.Item) -> list[tuple[str, str]]:
+    """The module- or session-scoped fixtures ``item`` uses that its own module defines."""
+    module = getattr(getattr(item, "module", None), "__name__", None)
+    info = getattr(item, "_fixtureinfo", None)
+    if module is None or info is None:
+        return []
+    return [
+        (name, defs[-1].scope)
+        for name, defs in info.name2fixturedefs.items()
+        if defs
+        and defs[-1].scope in ("module", "package", "session")
+        and getattr(defs[-1].func, "__module__", None) == module
+    ]
+
+
+def once_per_run(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], None]) -> Path:
+    """``make(folder)`` once per test run, for every xdist worker; the folder it filled.
+
+    Serially the folder lies under the session's base temp; under xdist under the run's (the parent
+    of each worker's), and a file lock makes the other workers wait for the first and reuse its
+    work.  A failure is recorded, so the others fail at once with its message instead of redoing it.
+    """
+    from filelock import FileLock
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    folder, done, failed = root / name, root / f"{name}.done", root / f"{name}.failed"
+    with FileLock(str(root / f"{name}.lock")):
+        if failed.exists():
+            pytest.fail(f"{name} (made by another worker) failed:\n{failed.read_text()}", pytrace=False)
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            try:
+                make(folder)
+            except BaseException as exc:
+                failed.write_text("".join(traceback.format_exception_only(type(exc), exc)))
+                raise
+            done.touch()
+    return folder
 
 
 @pytest.fixture(autouse=True)
@@ -43,15 +129,18 @@ LOCK_SOURCES = ("--index-url", "https://pypi.org/simple", "--find-links", "/opt/
 
 @pytest.fixture(scope="session")
 def locked_pytorch_cpu(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The built-in ``pytorch-cpu`` bundle, rendered, locked and fetched once per test session."""
+    """The built-in ``pytorch-cpu`` bundle, rendered, locked and fetched once per test run (shared by the
+    xdist workers: treat it as read-only, or copy it)."""
     from build_support import envbuild
 
-    bundle = tmp_path_factory.mktemp("locked") / "pytorch-cpu"
-    for args in (
-        ("render", "pytorch-cpu", "--out", bundle),
-        ("lock", bundle, *LOCK_SOURCES),
-        ("fetch", bundle, "--find-links", "/opt/wheels"),  # torch: from that folder, by name and sha256
-    ):
-        proc = envbuild(*args)
-        assert proc.returncode == 0, f"envbuild {args[0]} exited {proc.returncode}:\n{proc.stderr}"
-    return bundle
+    def make(folder: Path) -> None:
+        bundle = folder / "pytorch-cpu"
+        for args in (
+            ("render", "pytorch-cpu", "--out", bundle),
+            ("lock", bundle, *LOCK_SOURCES),
+            ("fetch", bundle, "--find-links", "/opt/wheels"),  # torch: from that folder, by name and sha256
+        ):
+            proc = envbuild(*args)
+            assert proc.returncode == 0, f"envbuild {args[0]} exited {proc.returncode}:\n{proc.stderr}"
+
+    return once_per_run(tmp_path_factory, "locked-pytorch-cpu", make) / "pytorch-cpu"

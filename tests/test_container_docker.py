@@ -27,6 +27,9 @@ from envbuild.boundary import parse_json
 from envbuild.models import Lock
 from envbuild.runopts import lock_run_options, run_command
 
+# One xdist worker builds the box and runs every test here (tests/conftest.py).
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("container-box")]
+
 
 @dataclass(frozen=True)
 class Box:

@@ -41,6 +41,9 @@ from build_support import envbuild, make_ca, ok, only_run, temporary_tag
 from envbuild.image.refs import slug
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
+# The tests of the pytorch-cpu image (and the image derived from it) run in one xdist worker, which
+# builds it once (tests/conftest.py); the ubuntu one is on its own.
+pytorch_cpu_image = pytest.mark.xdist_group("pytorch-cpu")
 
 REPO = Path(__file__).resolve().parent.parent
 BASE_IMAGE = os.environ.get("ENVBUILD_TEST_BASE_IMAGE", "envbuild/debian:12")
@@ -110,6 +113,7 @@ def drifted(
         yield tag
 
 
+@pytorch_cpu_image
 def test_pytorch_cpu_validates_inside_the_image(pytorch_cpu: Built, tmp_path: Path) -> None:
     log = (
         pytorch_cpu.bundle / f"build-{pytorch_cpu.tag.replace('/', '-').replace(':', '-')}.log"
@@ -157,6 +161,7 @@ def test_pytorch_cpu_validates_inside_the_image(pytorch_cpu: Built, tmp_path: Pa
     assert verify.returncode == 0, verify.stdout + verify.stderr
 
 
+@pytorch_cpu_image
 def test_drifted_package_fails_at_packages(drifted: str, pytorch_cpu: Built, tmp_path: Path) -> None:
     name, installed = DRIFT
     lock = json.loads((pytorch_cpu.bundle / "envbuild.lock.json").read_text())
@@ -245,6 +250,7 @@ def test_ubuntu_preparation_on_the_local_base(docker_client: Any, tmp_path: Path
         assert not [n for n in needles if n in outputs]
 
 
+@pytorch_cpu_image
 def test_container_structure_test(pytorch_cpu: Built) -> None:
     proc = subprocess.run(
         [str(CST), "test", "--image", pytorch_cpu.tag, "--config", str(STRUCTURE)],
@@ -256,6 +262,7 @@ def test_container_structure_test(pytorch_cpu: Built) -> None:
     assert "Failures:    0" in proc.stdout
 
 
+@pytorch_cpu_image
 def test_container_structure_test_catches_a_left_wheel(drifted: str) -> None:
     proc = subprocess.run(
         [str(CST), "test", "--image", drifted, "--config", str(STRUCTURE)],
@@ -335,6 +342,7 @@ def wheels_in_layers(client: Any, tag: str) -> list[str]:
     return found
 
 
+@pytorch_cpu_image
 def test_no_wheel_in_any_layer(pytorch_cpu: Built, drifted: str, docker_client: Any) -> None:
     assert wheels_in_layers(docker_client, pytorch_cpu.tag) == []
     # The scan does see a wheel when one is there: the derived image copied one into /tmp.
@@ -346,6 +354,7 @@ def test_no_wheel_in_any_layer(pytorch_cpu: Built, drifted: str, docker_client: 
 # ---- build records, image diff, rebuild --verify -------------------------------------------------
 
 
+@pytorch_cpu_image
 def test_build_writes_a_record_of_the_image(pytorch_cpu: Built, docker_client: Any) -> None:
     from packaging.utils import canonicalize_name
 
@@ -384,6 +393,7 @@ def test_build_writes_a_record_of_the_image(pytorch_cpu: Built, docker_client: A
     assert data["manifest_columns"] == ["path", "type", "mode", "uid", "gid", "size", "sha256", "link"]
 
 
+@pytorch_cpu_image
 def test_image_diff_attributes_the_drift(pytorch_cpu: Built, drifted: str) -> None:
     record = pytorch_cpu.bundle / f"build-{slug(pytorch_cpu.tag)}.record.json"
     proc = envbuild("image", "diff", record, drifted, "--json")
@@ -402,6 +412,7 @@ def test_image_diff_attributes_the_drift(pytorch_cpu: Built, drifted: str) -> No
     assert noise["/tmp/*"]["paths"] >= 1 and noise["/tmp/*"]["reason"]
 
 
+@pytorch_cpu_image
 def test_rebuild_without_the_cache_is_equal_on_content(
     pytorch_cpu: Built, docker_client: Any, tmp_path: Path
 ) -> None:

@@ -32,7 +32,8 @@ import pytest
 from build_support import envbuild, ok, only_run, temporary_tag
 from conftest import BASE_IMAGE
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+# One xdist worker builds the image and runs every test here (tests/conftest.py).
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.xdist_group("blender-cpu")]
 
 PYPI = ("--index-url", "https://pypi.org/simple")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -27,7 +27,8 @@ from test_lock import clean_env
 
 from envbuild.image.refs import slug
 
-pytestmark = [pytest.mark.docker]
+# One xdist worker builds the small image and runs every test here (tests/conftest.py).
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("rebuild-proof")]
 
 SITE = "/opt/venv/lib/python3.11/site-packages"
 
