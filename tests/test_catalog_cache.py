@@ -23,7 +23,9 @@ import pytest
 import envbuild
 from envbuild.boundary import to_data
 from envbuild.catalog import cache, loader
-from envbuild.catalog.models import BlenderCatalog, Toolkits, TorchCatalog
+from envbuild.catalog.blender_rows import BlenderCatalog
+from envbuild.catalog.toolkit_rows import Toolkits
+from envbuild.catalog.torch_rows import TorchCatalog
 from envbuild.errors import CatalogError
 from envbuild.plan.abi_data import AbiData
 from envbuild.resources import cache_dir, catalog_dir
@@ -201,6 +203,17 @@ def test_the_key_covers_versions_and_models(monkeypatch: pytest.MonkeyPatch, dat
             monkeypatch.undo()
             cache.schema_fingerprint.cache_clear()
     assert cache.cache_key(raw, TorchCatalog) == key
+
+
+def test_the_key_covers_every_row_module() -> None:
+    """Every module defining catalog rows is in the key: a change to a row's checks is a miss."""
+    row_modules = {
+        f"envbuild.catalog.{path.stem}"
+        for path in (REPO / "envbuild" / "catalog").glob("*.py")
+        if path.stem == "rows" or path.stem.endswith("_rows")
+    }
+    assert row_modules <= set(cache.MODEL_MODULES)
+    assert "envbuild.catalog.rows" in row_modules
 
 
 def test_an_unwritable_cache_only_costs_time(

@@ -18,28 +18,13 @@ from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
+from envbuild.catalog.blender_rows import BlenderCatalog, BlenderSeries
+from envbuild.catalog.card_rows import CardEntry, PriceEntry, ReserveEntry, Terms
 from envbuild.catalog.loader import load_files
-from envbuild.catalog.models import (
-    AptSnapshot,
-    BlenderCatalog,
-    BlenderSeries,
-    CardEntry,
-    CudaFamily,
-    CudaToolkit,
-    CudaWheel,
-    OsEntry,
-    PatchEntry,
-    PriceEntry,
-    Release,
-    ReserveEntry,
-    RocmVersion,
-    RocmWheel,
-    Terms,
-    Tier,
-    Toolkits,
-    TorchCatalog,
-    sm_cc,
-)
+from envbuild.catalog.platform_rows import AptSnapshot, OsEntry
+from envbuild.catalog.rows import Tier, sm_cc
+from envbuild.catalog.toolkit_rows import CudaFamily, CudaToolkit, RocmVersion, Toolkits
+from envbuild.catalog.torch_rows import CudaWheel, PatchEntry, Release, RocmWheel, TorchCatalog
 from envbuild.resources import catalog_dir, data_dir
 
 if TYPE_CHECKING:

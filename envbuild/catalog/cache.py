@@ -6,8 +6,9 @@ cache folder (:func:`envbuild.resources.cache_dir`: ``$XDG_CACHE_HOME/envbuild``
 
 - the data file's bytes,
 - the model's identity and definition: its qualified name and the bytes of the modules that define
-  it and its rows (fields, checks): its own module, ``envbuild/catalog/models.py``,
-  ``envbuild/models.py`` (the shared literal types) and ``envbuild/boundary.py`` (how data is validated),
+  it and its rows (fields, checks): its own module, the catalog's row modules
+  (``envbuild/catalog/rows.py`` and ``envbuild/catalog/*_rows.py``), ``envbuild/models.py`` (the shared
+  literal types) and ``envbuild/boundary.py`` (how data is validated),
 - envbuild's and Python's versions and the pickle protocol.
 
 The slot holds plain dataclasses: reading it imports no validation library (:mod:`envbuild.boundary`
@@ -60,7 +61,16 @@ def _module_digest(name: str) -> bytes:
 
 
 # The modules every catalog model depends on, besides its own.
-MODEL_MODULES = ("envbuild.catalog.models", "envbuild.models", "envbuild.boundary")
+MODEL_MODULES = (
+    "envbuild.catalog.rows",
+    "envbuild.catalog.card_rows",
+    "envbuild.catalog.torch_rows",
+    "envbuild.catalog.toolkit_rows",
+    "envbuild.catalog.platform_rows",
+    "envbuild.catalog.blender_rows",
+    "envbuild.models",
+    "envbuild.boundary",
+)
 
 
 @cache

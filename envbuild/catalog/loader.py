@@ -17,18 +17,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from envbuild.boundary import INPUT, InvalidData, error_message, parse
 from envbuild.catalog import cache
-from envbuild.catalog.models import (
-    AptSnapshot,
-    BlenderCatalog,
-    CardEntry,
-    OsEntry,
-    PriceEntry,
-    ReserveEntry,
-    Terms,
-    Toolkits,
-    TorchCatalog,
-    not_empty,
-)
+from envbuild.catalog.blender_rows import BlenderCatalog
+from envbuild.catalog.card_rows import CardEntry, PriceEntry, ReserveEntry, Terms
+from envbuild.catalog.platform_rows import AptSnapshot, OsEntry
+from envbuild.catalog.rows import not_empty
+from envbuild.catalog.toolkit_rows import Toolkits
+from envbuild.catalog.torch_rows import TorchCatalog
 from envbuild.errors import CatalogError
 
 if TYPE_CHECKING:

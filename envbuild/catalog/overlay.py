@@ -34,15 +34,9 @@ from packaging.version import InvalidVersion, Version
 
 from envbuild.boundary import INPUT, InvalidData, error_message, parse, to_data
 from envbuild.catalog import cache
-from envbuild.catalog.models import (
-    CudaWheel,
-    PatchEntry,
-    Release,
-    RocmWheel,
-    Toolkits,
-    TorchCatalog,
-    text,
-)
+from envbuild.catalog.rows import text
+from envbuild.catalog.toolkit_rows import Toolkits
+from envbuild.catalog.torch_rows import CudaWheel, PatchEntry, Release, RocmWheel, TorchCatalog
 
 FORMAT = 1
 FILENAME = "catalog-overlay.json"
@@ -384,7 +378,7 @@ def merge(
                 tier="unconfirmed",
                 source="catalog overlay: " + "; ".join(s for s in sources if s),
             )
-        except ValueError as exc:  # a row check (envbuild.catalog.models) refused a value
+        except ValueError as exc:  # a row check (envbuild.catalog.*_rows) refused a value
             unusable.append(f"torch {row.version}: {exc}")
             continue
         new_patches.setdefault(_series(row.version), []).append((row, patch))

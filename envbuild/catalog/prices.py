@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from envbuild.catalog import Catalog, load_catalog
-from envbuild.catalog.models import check_date
+from envbuild.catalog.card_rows import check_date
 from envbuild.errors import Issue, UsageError, choices
 from envbuild.models import CheckResult, LotPrice
 

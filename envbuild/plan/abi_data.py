@@ -14,7 +14,7 @@ from typing import Literal
 
 from envbuild.boundary import INPUT
 from envbuild.catalog import loader
-from envbuild.catalog.models import Row, fail, not_empty, shape
+from envbuild.catalog.rows import Row, fail, not_empty, shape
 from envbuild.resources import catalog_dir
 
 _SERIES = re.compile(r"^\d+\.\d+$")

@@ -9,7 +9,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from envbuild.catalog.models import CompanionRelease, TorchRequires
+from envbuild.catalog.torch_rows import CompanionRelease, TorchRequires
 from envbuild.errors import choices
 from envbuild.models import IndexUrl, Pin, RequirementLine
 from envbuild.plan.context import Context
