@@ -40,7 +40,7 @@ from dataclasses import replace
 from envbuild.catalog import Catalog, load_catalog
 from envbuild.errors import CatalogError, UsageError, choices
 from envbuild.models import CheckResult, Plan, Profile
-from envbuild.plan import abi, environment, hardware, packages, resolve
+from envbuild.plan import abi, environment, hardware, packages, resolve, toolkit
 from envbuild.plan.blender import check_blender
 from envbuild.plan.context import Context, setting
 from envbuild.plan.findings import Findings
@@ -128,7 +128,7 @@ def check(
     ctx.served, ctx.resolved, ctx.strict_torch = served, resolved, strict_torch
     resolve.resolve_torch(ctx, out)
     if ctx.patch is None and ctx.toolkit is None and ctx.rocm is None:  # no torch, or one the catalog lacks
-        resolve.resolve_toolkit_without_torch(ctx, out)
+        toolkit.resolve_toolkit_without_torch(ctx, out)
     builds, vcs = packages.check_requirement_urls(ctx, out)
     ctx.compiles = builds or (ctx.patch is not None and profile.validate_.compile_extensions)
     packages.resolve_pins(ctx, out)

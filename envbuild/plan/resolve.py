@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
-from envbuild.catalog import CudaToolkit, CudaWheel, PatchEntry, Release
+from envbuild.catalog import CudaWheel, PatchEntry, Release
 from envbuild.errors import UsageError
+from envbuild.plan.after_resolution import adopt_resolved, apply_served, is_version, uncataloged, wrong_build
 from envbuild.plan.context import Context, cite
 from envbuild.plan.environment import choose_os
 from envbuild.plan.findings import Findings
-from envbuild.plan.suggest import cuda_name, cuda_wheels_for, no_cuda_wheel, releases_with, unknown_torch
-from envbuild.plan.versions import cubin_covers, version_choices, version_tuple
-
-
-def _covers_all(ctx: Context, wheel: CudaWheel) -> bool:
-    return all(c.cc is not None and cubin_covers(wheel.cubins, c.cc) for c in ctx.gpu_cards)
+from envbuild.plan.suggest import (
+    covers_all,
+    cuda_name,
+    cuda_variant,
+    cuda_wheels_for,
+    no_cuda_wheel,
+    releases_with,
+    unknown_torch,
+)
+from envbuild.plan.versions import version_choices, version_tuple
 
 
 def _has_image(ctx: Context, wheel: CudaWheel) -> bool:
@@ -33,12 +38,6 @@ def _has_rocm_image(ctx: Context, variant: str) -> bool:
     return rv is not None and ctx.os.id in rv.image_os
 
 
-def _cuda_variant(wanted: str) -> str:
-    """``12.8`` / ``12.8.1`` -> ``cu128``."""
-    parts = wanted.split(".")
-    return "cu" + "".join(parts[:2]) if len(parts) >= 2 else "cu" + wanted
-
-
 def confirmed_releases(ctx: Context) -> list[tuple[Release, PatchEntry]]:
     """Confirmed patches (a ``ga`` release, its patch row not ``unconfirmed``), newest first."""
     found = [
@@ -54,9 +53,9 @@ def confirmed_releases(ctx: Context) -> list[tuple[Release, PatchEntry]]:
 def _publishes(ctx: Context, rel: Release, patch: PatchEntry, wanted: str) -> bool:
     """The release publishes wheels for ``accelerator.version`` on the profile's backend."""
     if ctx.backend == "cuda":
-        return any(w.variant == _cuda_variant(wanted) for w in cuda_wheels_for(rel, patch.version))
+        return any(w.variant == cuda_variant(wanted) for w in cuda_wheels_for(rel, patch.version))
     if ctx.backend == "rocm":
-        return any(_rocm_matches(w.variant, wanted) for w in rel.rocm)
+        return any(rocm_matches(w.variant, wanted) for w in rel.rocm)
     return True
 
 
@@ -124,9 +123,9 @@ def _resolve_torch(ctx: Context, out: Findings) -> None:
     version, _, local = spec.partition("+")
     found = ctx.catalog.find_torch(version)
     if found is None:
-        served = ctx.served is not None and _is_version(version) and ctx.served.serves(version)
+        served = ctx.served is not None and is_version(version) and ctx.served.serves(version)
         if ctx.resolved is not None or served:
-            _uncataloged(ctx, out, version, typed is not None)
+            uncataloged(ctx, out, version, typed is not None)
         elif typed is not None and ctx.strict_torch:
             raise UsageError(
                 f"{ctx.profile.path}: torch.version: {unknown_torch(ctx, spec, version)}"
@@ -171,7 +170,7 @@ def _resolve_torch(ctx: Context, out: Findings) -> None:
         _resolve_rocm_variant(ctx, out)
     else:
         ctx.variant = "cpu"
-        if ctx.resolved is not None and _wrong_build(ctx, out):  # the CUDA build a bare line brought in
+        if ctx.resolved is not None and wrong_build(ctx, out):  # the CUDA build a bare line brought in
             ctx.variant, ctx.default_build = ctx.resolved.variant, ctx.resolved.local is None
         if ctx.profile.accelerator.version:
             out.warning(
@@ -214,11 +213,11 @@ def _resolve_cuda_variant(ctx: Context, out: Findings) -> None:
     available = cuda_wheels_for(rel, patch)
     listing = ", ".join(f"{w.variant} ({cuda_name(w.variant)})" for w in available)
     wanted = ctx.profile.accelerator.version
-    if ctx.resolved is not None and _adopt_resolved(ctx, out, available):
+    if ctx.resolved is not None and adopt_resolved(ctx, out, available):
         return
     if wanted:
         parts = wanted.split(".")
-        variant = _cuda_variant(wanted)
+        variant = cuda_variant(wanted)
         wheel = next((w for w in available if w.variant == variant), None)
         ctx.variant = variant
         ctx.toolkit = ctx.catalog.cuda_toolkit(variant)
@@ -243,7 +242,7 @@ def _resolve_cuda_variant(ctx: Context, out: Findings) -> None:
     default = next(w for w in available if w.variant == rel.pypi_default_cuda)
     chosen = default
     reason = "the CUDA build PyPI serves for this release"
-    covering = [w for w in available if _covers_all(ctx, w)] if ctx.gpu_cards else available
+    covering = [w for w in available if covers_all(ctx, w)] if ctx.gpu_cards else available
     usable = [w for w in covering if _has_image(ctx, w)]
     if default not in usable and (usable or (covering and default not in covering)):
         chosen = min(usable or covering, key=lambda w: w.variant)
@@ -264,191 +263,7 @@ def _resolve_cuda_variant(ctx: Context, out: Findings) -> None:
     )
 
 
-def _is_version(text: str) -> bool:
-    try:
-        Version(text)
-    except InvalidVersion:
-        return False
-    return True
-
-
-def _accel_name(variant: str) -> str:
-    """``CUDA 13.2`` for cu132, ``ROCm 7.2`` for rocm7.2, ``CPU`` for cpu."""
-    if variant.startswith("cu"):
-        return cuda_name(variant)
-    return f"ROCm {variant.removeprefix('rocm')}" if variant.startswith("rocm") else "CPU"
-
-
-def _wrong_build(ctx: Context, out: Findings) -> bool:
-    """The resolved torch is a build of another backend than the profile's: an error (a CPU profile only
-    gets a warning: a CUDA build runs on the CPU, at the price of its CUDA wheels)."""
-    res = ctx.resolved
-    assert res is not None
-    family = "cpu" if res.variant == "cpu" else ("rocm" if res.variant.startswith("rocm") else "cuda")
-    if family == ctx.backend:
-        return False
-    how = f"{res.describe()}, brought in by {', '.join(res.brought_by) or 'a dependency'}"
-    if ctx.backend == "cpu":
-        out.warning(
-            "W-RESOLVED-GPU-BUILD",
-            f"the resolved set installs {how}: on a CPU machine it runs, but carries gigabytes of "
-            f"{_accel_name(res.variant)} libraries; pin torch from the CPU index "
-            "(`--index-url https://download.pytorch.org/whl/cpu`, or `--find-links` with +cpu wheels)",
-        )
-        return True
-    out.error(
-        "E-RESOLVED-BUILD",
-        f"{ctx.setting('accelerator.backend')}, but the resolved set installs {how}, which cannot use "
-        f"{'an AMD' if ctx.backend == 'rocm' else 'an NVIDIA'} card; resolve against the PyTorch "
-        f"{ctx.backend} index (`--index-url https://download.pytorch.org/whl/<variant>`) or declare "
-        "[torch] version so envbuild pins the build",
-    )
-    return True
-
-
-def _adopt_resolved(ctx: Context, out: Findings, available: list[CudaWheel]) -> bool:
-    """The resolved set's torch decides the CUDA build; a declared accelerator.version that differs is an
-    error naming both.  False when the resolved build is not a CUDA one (handled by _wrong_build)."""
-    res = ctx.resolved
-    assert res is not None and ctx.patch is not None
-    if _wrong_build(ctx, out):
-        return False
-    wanted = ctx.profile.accelerator.version
-    if wanted and _cuda_variant(wanted) != res.variant:
-        out.error(
-            "E-RESOLVED-CUDA",
-            f"{ctx.setting('accelerator.version')} asks for {cuda_name(_cuda_variant(wanted))}, but the "
-            f"resolved set installs {res.describe()}, brought in by "
-            f'{", ".join(res.brought_by) or "a dependency"}; set accelerator.version = "{res.cuda}", or '
-            f"pin torch to a release with {cuda_name(_cuda_variant(wanted))} wheels from the PyTorch index",
-        )
-    ctx.variant = res.variant
-    ctx.default_build = res.local is None
-    ctx.toolkit = ctx.catalog.cuda_toolkit(res.variant)
-    ctx.cuda_wheel = next((w for w in available if w.variant == res.variant), None)
-    if ctx.toolkit is None:
-        out.error(
-            "E-VARIANT-UNAVAILABLE",
-            f"the resolved set installs {res.describe()}, a CUDA build the catalog has no toolkit row for; "
-            "`envbuild catalog refresh` may know it",
-        )
-        return True
-    if ctx.cuda_wheel is None:
-        out.warning(
-            "W-ARCH-UNKNOWN",
-            f"the catalog records no arch list for the {res.variant} build of torch {res.version}: whether "
-            "it carries kernels for the targets is not checked",
-        )
-    if wanted and ctx.default_build:
-        out.info(
-            "I-INDEX-DEFAULT-BUILD",
-            f"the resolved torch {res.version} is the index's default build, the {res.variant} build the "
-            f"plan needs ({res.evidence}), so torch is pinned as torch=={res.version}, without a local tag",
-        )
-    if not wanted:
-        out.info(
-            "I-VARIANT-RESOLVED",
-            f"accelerator.version not set: the resolved set installs {res.describe()}, so the plan uses "
-            f"{cuda_name(res.variant)}, driver >= {ctx.toolkit.driver}",
-            source=cite((f"CUDA {ctx.toolkit.version}", ctx.toolkit)),
-        )
-    return True
-
-
-def _uncataloged(ctx: Context, out: Findings, version: str, typed: bool) -> None:
-    """A torch the catalog lacks, but that an index serves or the resolved set installs: pinned as served,
-    its build taken from the resolved set (no arch list, companions or ABI rows are known for it)."""
-    ctx.uncataloged = str(Version(version).public)
-    what = "torch.version" if typed else "a dependency's pin"
-    out.warning(
-        "W-TORCH-UNCATALOGED",
-        f"torch {ctx.uncataloged} ({what}) is not in envbuild's catalog, so its arch list, companions and "
-        "ABI are not checked; `envbuild catalog refresh` adds releases published since this catalog",
-    )
-    res = ctx.resolved
-    if res is None:
-        return
-    if _wrong_build(ctx, out):
-        return
-    ctx.variant = res.variant
-    ctx.default_build = res.local is None
-    if res.variant.startswith("cu"):
-        ctx.toolkit = ctx.catalog.cuda_toolkit(res.variant)
-    elif res.variant.startswith("rocm"):
-        ctx.rocm = ctx.catalog.rocm_version(res.variant)
-
-
-def apply_served(ctx: Context, out: Findings) -> None:
-    """Match the plan's torch build with what the indexes serve (``ctx.served``).
-
-    A variant index serves ``torch==X+cuNNN``: pinned with the local tag.  The package index and its
-    mirrors serve one default build per release, without a local tag: when that is the build the plan
-    needs, it is pinned without the tag; for a CUDA plan whose accelerator.version was derived, the plan
-    adopts the default build (and its driver floor); otherwise E-VARIANT-NOT-SERVED says what is served
-    and the ways out.  A CPU or ROCm plan never adopts a CUDA build.
-    """
-    served = ctx.served
-    if served is None or ctx.patch is None or ctx.variant is None or ctx.resolved is not None:
-        return
-    version = ctx.patch.version
-    tags = served.locals_for(version)
-    if ctx.variant in tags:
-        return
-    default = ctx.release.pypi_default_cuda if ctx.release is not None else None
-    if None in tags and default == ctx.variant:
-        ctx.default_build = True
-        out.info(
-            "I-INDEX-DEFAULT-BUILD",
-            f"the index serves torch {version} without a local tag; on Linux x86_64 that build is the "
-            f"{default} build ({cuda_name(default)}) the plan needs, so torch is pinned as torch=={version}",
-            source=cite((f"torch {ctx.release.series if ctx.release else version}", ctx.release)),
-        )
-        return
-    derived = not ctx.profile.accelerator.version
-    if None in tags and default is not None and ctx.backend == "cuda" and derived:
-        wheel = next((w for w in cuda_wheels_for(ctx.release, version) if w.variant == default), None)  # type: ignore[arg-type]
-        covers = wheel is not None and (not ctx.gpu_cards or _covers_all(ctx, wheel))
-        toolkit = ctx.catalog.cuda_toolkit(default)
-        if covers and toolkit is not None:
-            before = ctx.variant
-            ctx.variant, ctx.cuda_wheel, ctx.toolkit, ctx.default_build = default, wheel, toolkit, True
-            out.info(
-                "I-VARIANT-INDEX",
-                f"accelerator.version not set: the index serves only the default build of torch {version}, "
-                f"{default} ({cuda_name(default)}), not {before}; the plan adopts it: driver >= "
-                f"{toolkit.driver}. To keep {before}, resolve against its PyTorch index",
-                source=cite((f"CUDA {toolkit.version}", toolkit)),
-            )
-            return
-    _not_served(ctx, out, version, tags, default)
-
-
-def _not_served(
-    ctx: Context, out: Findings, version: str, tags: frozenset[str | None], default: str | None
-) -> None:
-    served = ctx.served
-    assert served is not None and ctx.variant is not None
-    need = f"torch {version}+{ctx.variant}"
-    url = ctx.catalog.index_url(ctx.variant)
-    ways = [
-        f"resolve against the PyTorch {ctx.variant} index (`--index-url {url}`)",
-        f"give a folder of {ctx.variant} wheels (`--find-links DIR`)",
-    ]
-    others = [v for v in served.versions_with(ctx.variant) if v != version][:3]
-    if others:
-        ways.append(f"set torch.version to a release served as +{ctx.variant} ({', '.join(others)})")
-    if None in tags and default is not None and ctx.backend == "cuda":
-        ways.append(f'set accelerator.version = "{cuda_name(default)[5:]}" to take its default build')
-    plain = f"the default build ({default or 'unknown variant'})"
-    have = ", ".join(sorted(f"+{t}" if t else plain for t in tags)) if tags else "no build of it"
-    out.error(
-        "E-VARIANT-NOT-SERVED",
-        f"the plan needs {need} ({_accel_name(ctx.variant)}), but the indexes asked serve {have} for "
-        f"this target ({served.describe()}); ways out: {'; '.join(ways)}",
-    )
-
-
-def _rocm_matches(variant: str, wanted: str) -> bool:
+def rocm_matches(variant: str, wanted: str) -> bool:
     """``6.3`` / ``6.3.0`` / ``6.3.4`` match rocm6.3; ``6.2`` / ``6.2.4`` match rocm6.2.4."""
     have = version_tuple(variant.removeprefix("rocm"))
     want = version_tuple(wanted)
@@ -475,9 +290,9 @@ def _resolve_rocm_variant(ctx: Context, out: Findings) -> None:
         )
         return
     res = ctx.resolved
-    if res is not None and not _wrong_build(ctx, out):
+    if res is not None and not wrong_build(ctx, out):
         wheel = next((w for w in available if w.variant == res.variant), None)
-        if wanted and not _rocm_matches(res.variant, wanted):
+        if wanted and not rocm_matches(res.variant, wanted):
             out.error(
                 "E-RESOLVED-ROCM",
                 f"{ctx.setting('accelerator.version')}, but the resolved set installs {res.describe()}; set "
@@ -488,7 +303,7 @@ def _resolve_rocm_variant(ctx: Context, out: Findings) -> None:
         ctx.rocm = ctx.catalog.rocm_version(res.variant)
         return
     if wanted:
-        wheel = next((w for w in available if _rocm_matches(w.variant, wanted)), None)
+        wheel = next((w for w in available if rocm_matches(w.variant, wanted)), None)
         if wheel is None:
             ctx.variant = f"rocm{wanted}"
             ctx.rocm = next((r for r in ctx.catalog.toolkits.rocm if r.version == wanted), None)
@@ -500,7 +315,7 @@ def _resolve_rocm_variant(ctx: Context, out: Findings) -> None:
             elsewhere = [
                 f"{w.variant} wheels exist for torch {found}"
                 for w in ctx.catalog.toolkits.rocm
-                if _rocm_matches(w.variant, wanted) and (found := releases_with(ctx, w.variant))
+                if rocm_matches(w.variant, wanted) and (found := releases_with(ctx, w.variant))
             ]
             where = f"; {', '.join(elsewhere)}" if elsewhere else ""
             out.error(
@@ -536,77 +351,3 @@ def _resolve_rocm_variant(ctx: Context, out: Findings) -> None:
     ctx.variant = wheel.variant
     ctx.rocm_wheel = wheel
     ctx.rocm = ctx.catalog.rocm_version(wheel.variant)
-
-
-def resolve_toolkit_without_torch(ctx: Context, out: Findings) -> None:
-    """No torch: pick the toolkit/ROCm version for the base image (Blender, plain Ubuntu with a GPU)."""
-    _toolkit_without_torch(ctx, out)
-    choose_os(ctx, out)
-
-
-def _oldest_toolkit(ctx: Context, tks: list[CudaToolkit]) -> tuple[CudaToolkit, str]:
-    """No torch, no accelerator.version: the oldest CUDA toolkit that supports the targets (the lowest
-    driver floor), one with an nvidia/cuda image for the OS first, and why, for I-VARIANT-DERIVED.
-
-    Without an image for the OS (debian12), or for Blender, the base is the plain OS image with
-    NVIDIA_REQUIRE_CUDA set by the Dockerfile (``environment.base_image``), so no toolkit is refused
-    for lack of an image."""
-    need = max((Version(c.min_cuda) for c in ctx.gpu_cards if c.min_cuda), default=Version("0"))
-    fits = [t for t in tks if Version(t.version) >= need]
-    with_image = [t for t in fits if ctx.os.id in t.image_os]
-    if with_image:
-        return with_image[0], (
-            f"the oldest toolkit that supports the targets and has an nvidia/cuda image for {ctx.os.id} "
-            "(lowest driver floor)"
-        )
-    if fits:
-        return fits[0], (
-            f"the oldest toolkit that supports the targets (lowest driver floor); nvidia/cuda has no "
-            f"image of it for {ctx.os.id}"
-        )
-    newest = max(tks, key=lambda t: Version(t.version))
-    return newest, f"the newest toolkit in the catalog; none supports CUDA {need} that the targets need"
-
-
-def _toolkit_without_torch(ctx: Context, out: Findings) -> None:
-    wanted = ctx.profile.accelerator.version
-    if ctx.backend == "cpu" and wanted:
-        out.warning(
-            "W-VERSION-IGNORED",
-            f"{ctx.setting('accelerator.version')} is ignored for {ctx.setting('accelerator.backend')}; "
-            "remove it, or set accelerator.backend to cuda or rocm",
-        )
-    if ctx.backend == "cuda":
-        tks = list(ctx.catalog.toolkits.cuda)
-        if wanted:
-            tk = next((t for t in tks if t.version == ".".join(wanted.split(".")[:2])), None)
-            if tk is None:
-                out.error(
-                    "E-VARIANT-UNAVAILABLE",
-                    f"{ctx.setting('accelerator.version')}: no CUDA toolkit image in the catalog; "
-                    f"set accelerator.version to one of {version_choices(t.version for t in tks)}",
-                )
-                return
-        else:
-            tk, why = _oldest_toolkit(ctx, tks)
-            out.info(
-                "I-VARIANT-DERIVED",
-                f"accelerator.version not set: using CUDA {tk.image_version}, {why}",
-                source=cite((f"CUDA {tk.version}", tk)),
-            )
-        ctx.toolkit, ctx.variant = tk, None
-    elif ctx.backend == "rocm":
-        rocms = list(ctx.catalog.toolkits.rocm)
-        if wanted:
-            rv = next((r for r in rocms if _rocm_matches(r.variant, wanted)), None)
-            if rv is None:
-                out.error(
-                    "E-VARIANT-UNAVAILABLE",
-                    f"{ctx.setting('accelerator.version')}: no ROCm image in the catalog; "
-                    f"set accelerator.version to one of {version_choices(r.version for r in rocms)}",
-                )
-                return
-        else:
-            rfits = [r for r in rocms if ctx.os.id in r.image_os]
-            rv = (rfits or rocms)[-1]
-        ctx.rocm = rv

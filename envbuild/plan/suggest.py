@@ -179,3 +179,13 @@ def newer_toolkit(ctx: Context, minimum: str, *, cuda: bool) -> str:
         return f"torch {ctx.patch.version} has no such variant: choose a newer torch.version"
     kind = "CUDA" if cuda else "ROCm"
     return f"Set accelerator.version to a {kind} version >= {minimum}"
+
+
+def covers_all(ctx: Context, wheel: CudaWheel) -> bool:
+    return all(c.cc is not None and cubin_covers(wheel.cubins, c.cc) for c in ctx.gpu_cards)
+
+
+def cuda_variant(wanted: str) -> str:
+    """``12.8`` / ``12.8.1`` -> ``cu128``."""
+    parts = wanted.split(".")
+    return "cu" + "".join(parts[:2]) if len(parts) >= 2 else "cu" + wanted
