@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -29,7 +30,7 @@ def test_each_builtin_loads_with_provenance(name: str) -> None:
     assert p.path == f"builtin:{name}" and p.folder is None
     assert len(p.sha256) == 64 and p.description
     assert p.sources["name"] == f"profile:builtin:{name}"
-    with pytest.raises(Exception, match="frozen"):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         p.name = "other"  # type: ignore[misc]
 
 
