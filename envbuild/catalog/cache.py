@@ -7,8 +7,9 @@ cache folder (:func:`envbuild.resources.cache_dir`: ``$XDG_CACHE_HOME/envbuild``
 - the data file's bytes,
 - the model's identity and definition: its qualified name and the bytes of the modules that define
   it and its rows (fields, checks): its own module, the catalog's row modules
-  (``envbuild/catalog/rows.py`` and ``envbuild/catalog/*_rows.py``), ``envbuild/models.py`` (the shared
-  literal types) and ``envbuild/boundary.py`` (how data is validated),
+  (``envbuild/catalog/rows.py`` and ``envbuild/catalog/*_rows.py``), ``envbuild/models/profile.py`` and
+  ``envbuild/models/cards.py`` (the shared literal types and cards) and ``envbuild/boundary.py`` (how
+  data is validated),
 - envbuild's and Python's versions and the pickle protocol.
 
 The slot holds plain dataclasses: reading it imports no validation library (:mod:`envbuild.boundary`
@@ -68,7 +69,8 @@ MODEL_MODULES = (
     "envbuild.catalog.toolkit_rows",
     "envbuild.catalog.platform_rows",
     "envbuild.catalog.blender_rows",
-    "envbuild.models",
+    "envbuild.models.profile",
+    "envbuild.models.cards",
     "envbuild.boundary",
 )
 

@@ -1,0 +1,205 @@
+"""The lock (written by render and ``envbuild lock``, read by validate), the bundle's recorded inputs,
+and where envbuild puts things in the image.
+
+The lock's JSON schema is the contract between the "before ordering" and "on arrival" halves; bump
+:data:`LOCK_FORMAT` when it changes incompatibly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Literal
+
+from envbuild.boundary import INPUT, InvalidData, parse_json
+from envbuild.models.cards import Devices, LotPrice, Vendor
+from envbuild.models.plan import IndexUrl
+from envbuild.models.profile import (
+    Backend,
+    BlenderDevice,
+    BlenderSource,
+    CheckSpec,
+    Kind,
+    OsId,
+    Profile,
+    RequirementLine,
+)
+
+LOCK_FORMAT: Final = "envbuild.lock/1"
+LOCK_PATH_IN_IMAGE = "/etc/envbuild/envbuild.lock.json"
+# LockedDistribution.index of a distribution taken from a local --find-links folder: the lock records
+# its files by name and sha256 only, never the folder's path (`envbuild fetch --find-links DIR`).
+LOCAL_FOLDER: Final = "a local --find-links folder"
+VENV_PATH_IN_IMAGE = "/opt/venv"
+PYTHON_IN_IMAGE = "/opt/venv/bin/python"
+TOOL_VENV_IN_IMAGE = "/opt/envbuild"  # envbuild itself, isolated from the user's venv
+WORKDIR_IN_IMAGE = "/workspace"
+IMAGE_USER = "envbuild"
+
+
+# --------------------------------------------------------------------------------------------------
+# Lock (written by render, read by validate)
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class LockTarget(Devices):
+    id: str
+    name: str
+    vendor: Vendor
+    arch: str
+    memory_gib: float
+    cards_per_lot: int
+    devices_per_card: int = 1  # what torch sees per card (MI250X: 2 GCDs)
+    device_memory_gib: float | None = None  # per device when a card is several
+
+
+@dataclass(frozen=True, kw_only=True)
+class LockPackage:
+    name: str
+    version: str | None  # None when the requirement is not an exact pin
+    local: str | None = None
+    requirement: str  # the requirement text as declared
+    origin: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class LockedFile:
+    """One file of a locked distribution that installs on the lock's target (a wheel, normally)."""
+
+    filename: str  # "numpy-2.2.6-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
+    # where the resolver found it (https://..., no credentials); "" for a file of a local --find-links
+    # folder, recorded by name and sha256 only (fetch finds it in the wheelhouse or a --find-links DIR)
+    url: str
+    sha256: str  # hex digest
+    size: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class LockedDistribution:
+    """One distribution of the fully resolved environment (written by ``envbuild lock``)."""
+
+    name: str  # canonical project name
+    version: str  # public version ("2.13.0")
+    local: str | None = None  # "cpu", "cu128" (the torch family's variant tag)
+    files: tuple[LockedFile, ...]  # the target platform's file(s); their sha256 are the allowed hashes
+    declared_by: tuple[str, ...] = ()  # the profile's own lines: "requirements.txt:3", "torch pin"
+    required_by: tuple[str, ...] = ()  # parent distributions (canonical names)
+    index: str | None = None  # the index or --find-links URL it came from, or LOCAL_FOLDER
+
+    @property
+    def spec(self) -> str:
+        return f"{self.name}=={self.version}" + (f"+{self.local}" if self.local else "")
+
+    @property
+    def hashes(self) -> tuple[str, ...]:
+        return tuple(sorted(f"sha256:{f.sha256}" for f in self.files))
+
+
+@dataclass(frozen=True, kw_only=True)
+class LockResolution:
+    """How the lock was resolved: enough to redo it and to say what it assumed."""
+
+    resolver: str  # "uv 0.13.9"
+    envbuild_version: str
+    python_version: str  # "3.11"
+    implementation: str  # "cp"
+    platform: str  # the resolver's platform ("x86_64-manylinux_2_36")
+    wheel_tags: tuple[str, ...]  # platform tags accepted, newest first ("manylinux_2_36_x86_64", ...)
+    # credentials as ${ENVBUILD_INDEX_N_USER}-style references (envbuild/lockurls.py), never values
+    index_urls: tuple[str, ...]  # first is the primary index
+    find_links: tuple[str, ...] = ()  # --find-links URLs; a local folder is never recorded by its path
+    find_links_folders: int = 0  # how many local --find-links folders the resolver was given
+    indexes_from: Literal["bundle", "command line"] = "bundle"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Lock:
+    __pydantic_config__ = INPUT  # read from outside: see envbuild.boundary
+
+    format: Literal["envbuild.lock/1"] = LOCK_FORMAT
+    envbuild_version: str
+    profile_name: str
+    profile_kind: Kind
+    profile_sha256: str
+    sources: dict[str, str]
+    os: OsId
+    os_release_id: str  # "ubuntu" | "debian"
+    os_release_version: str  # "24.04" | "12"
+    base_image: str
+    python_version: str
+    python_executable: str  # PYTHON_IN_IMAGE
+    backend: Backend
+    accelerator_version: str | None
+    torch_version: str | None
+    torch_variant: str | None
+    torch_arch_list: tuple[str, ...]
+    required_archs: tuple[str, ...]
+    min_driver: str | None
+    targets: tuple[LockTarget, ...]
+    gpus: int
+    gpu_memory_gib: float | None
+    memory_gib: float | None = None  # resources.memory_gib: host memory the container must allow
+    cpus: float | None = None  # resources.cpus: CPU cores the container must allow
+    packages: tuple[LockPackage, ...]  # exact pins first (torch family), then the user's
+    apt: tuple[str, ...]
+    apt_snapshot: str | None = None  # [system] snapshot: the archive instant apt read at build time
+    env: dict[str, str]  # secret-looking values are never stored
+    checks: tuple[CheckSpec, ...]
+    extensions: tuple[str, ...]
+    compile_extensions: bool
+    checkpoint_dir: str
+    workdir: str = WORKDIR_IN_IMAGE
+    blender_version: str | None = None
+    blender_devices: tuple[BlenderDevice, ...] = ()
+    blender_source: BlenderSource | None = None  # how Blender is installed (None: no Blender, or an old lock)
+    # The resolver's input, as declared: index URLs, every requirement line (torch-family pins first,
+    # then the profile's lines with their origins, duplicates kept) and the bundle's constraint copies.
+    index_urls: tuple[IndexUrl, ...] = ()
+    declared: tuple[RequirementLine, ...] = ()
+    constraint_files: tuple[str, ...] = ()  # "constraints/01-constraints.txt", relative to the bundle
+    # Written by `envbuild lock`: every distribution of the environment, pinned with its hashes.
+    resolved: bool = False
+    resolution: LockResolution | None = None
+    distributions: tuple[LockedDistribution, ...] = ()
+
+
+INPUTS_FORMAT: Final = "envbuild.inputs/1"
+INPUTS_FILE = "envbuild.inputs.json"
+
+
+@dataclass(frozen=True, kw_only=True)
+class BundleInputs:
+    """What a bundle was rendered from (``envbuild.inputs.json``), so that ``envbuild lock`` can derive
+    the plan again from the resolved set, and a re-render can tell whether anything changed.
+
+    No path of the rendering machine is stored: the profile's ``folder`` is dropped and its ``path`` is
+    the one the regenerate command names; its app files and constraint copies are in the bundle."""
+
+    __pydantic_config__ = INPUT  # read from outside: see envbuild.boundary
+
+    format: Literal["envbuild.inputs/1"] = INPUTS_FORMAT
+    profile: Profile  # the loaded profile (its requirement lines parsed, ``folder`` None)
+    targets: tuple[str, ...] | None = None  # --target ids given to render (None: the profile's own)
+    driver: str | None = None  # render --driver: the NVIDIA driver version the plan was checked against
+    days: int | None = None
+    prices: tuple[LotPrice, ...] = ()  # the lot prices in force for the targets (built-in, then --prices)
+    apt_recorded: tuple[tuple[str, str], ...] = ()  # render --apt-from RECORD
+    command: str  # the regenerate command recorded in the bundle
+    bake: bool = False  # docker-bake.hcl written too
+
+
+def read_lock(path: Path) -> Lock:
+    """Read and validate a lock file; raise :class:`envbuild.errors.LockError` on any problem."""
+    from envbuild.errors import LockError
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise LockError(f"{path}: cannot read lock file: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise LockError(f"{path}: not UTF-8 text (expected a JSON lock of format {LOCK_FORMAT})") from None
+    try:
+        return parse_json(Lock, text)
+    except InvalidData as exc:
+        raise LockError(f"{path}: {exc} (expected format {LOCK_FORMAT})") from None
