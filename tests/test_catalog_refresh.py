@@ -490,7 +490,8 @@ def test_no_overlay_imports_nothing_new(env: dict[str, str]) -> None:
         "    run(['check', 'pytorch-cpu'])\n"
         "except SystemExit:\n"
         "    pass\n"
-        "new = ('envbuild.catalog.overlay', 'envbuild.catalog.refresh', 'envbuild.net', 'urllib.request')\n"
+        "new = ('envbuild.catalog.overlay', 'envbuild.catalog.overlay_merge', 'envbuild.catalog.refresh',\n"
+        "       'envbuild.net', 'urllib.request')\n"
         "bad = [m for m in new if m in sys.modules]\n"
         "print('LOADED', bad)\n"
     )
@@ -548,7 +549,8 @@ def test_new_patch_of_a_built_in_series(tmp_path: Path) -> None:
     """A patch the built-in catalog lacks joins its built-in series as an unconfirmed patch (WRITTEN BY
     HAND: a torch 2.14.2 with a torchvision 0.29.3 that pins it); the series' built-in rows stay."""
     from envbuild.catalog import load_catalog
-    from envbuild.catalog.overlay import CompanionRow, IndexRead, Overlay, TorchRow, findings, merge
+    from envbuild.catalog.overlay import CompanionRow, IndexRead, Overlay, TorchRow, findings
+    from envbuild.catalog.overlay_merge import merge
 
     url = "http://127.0.0.1:1/simple/torch/"
     overlay = Overlay(

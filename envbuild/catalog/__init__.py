@@ -198,12 +198,12 @@ def load_catalog(directory: Path | None = None) -> Catalog:
 @functools.cache
 def _with_overlay(directory: Path, path: Path, mtime_ns: int, size: int) -> Catalog:
     """The catalog in ``directory`` with the overlay at ``path`` (its stat in the cache key)."""
-    from envbuild.catalog import overlay
+    from envbuild.catalog import overlay, overlay_merge
 
     base = _load(directory)
     try:
         data = overlay.read(path)
     except overlay.OverlayInvalid as exc:
         return replace(base, overlay=overlay.OverlayState(path=path, error=str(exc)))
-    torch, state = overlay.merge(base.torch, base.toolkits, data, path)
+    torch, state = overlay_merge.merge(base.torch, base.toolkits, data, path)
     return replace(base, torch=torch, overlay=state)

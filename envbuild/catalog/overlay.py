@@ -11,11 +11,13 @@ and whether it was read from real metadata (``confirmed``) or inferred:
   metadata names none, as torchaudio 2.11.0's does; "" when it names torch without a version);
 - bpy releases.
 
-:func:`merge` turns torch releases the built-in catalog lacks into rows the planner can use, all
-``unconfirmed``: the arch lists of their variants are not in the overlay (an index does not say which
-cubins a wheel carries), so they are assumed from the newest built-in release with the same variant,
-and every plan using such a row gets a warning naming what is unconfirmed.  Built-in rows are never
-replaced; where the overlay disagrees with one, :class:`OverlayState` says so.
+:func:`envbuild.catalog.overlay_merge.merge` turns torch releases the built-in catalog lacks into rows
+the planner can use, all ``unconfirmed``: the arch lists of their variants are not in the overlay (an
+index does not say which cubins a wheel carries), so they are assumed from the newest built-in release
+with the same variant, and every plan using such a row gets a warning naming what is unconfirmed
+(:func:`findings`).  Built-in rows are never replaced; where the overlay disagrees with one,
+:class:`OverlayState` says so (:func:`envbuild.catalog.overlay_pairs.compare`).  This module holds the
+file (its rows, :func:`read`, :func:`write`) and the findings for ``check``.
 
 Reading the overlay is one small JSON file; nothing here touches the network.
 """
@@ -24,19 +26,14 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
-
 from envbuild.boundary import INPUT, InvalidData, error_message, parse, to_data
 from envbuild.catalog import cache
 from envbuild.catalog.rows import text
-from envbuild.catalog.toolkit_rows import Toolkits
-from envbuild.catalog.torch_rows import CudaWheel, PatchEntry, Release, RocmWheel, TorchCatalog
 
 FORMAT = 1
 FILENAME = "catalog-overlay.json"
@@ -193,301 +190,6 @@ def write(path: Path, overlay: Overlay) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-# ---- merging into the built-in torch catalog -------------------------------------------------------
-
-
-def _final(version: str) -> Version | None:
-    try:
-        v = Version(version)
-    except InvalidVersion:
-        return None
-    return None if v.is_prerelease or v.is_postrelease or v.is_devrelease or v.local else v
-
-
-def _contains(requirement: str | None, version: str) -> bool:
-    if requirement is None:
-        return False
-    try:
-        return SpecifierSet(requirement).contains(version, prereleases=False)
-    except InvalidSpecifier:
-        return False
-
-
-def _exact(requirement: str | None) -> str | None:
-    """``==2.14.0`` -> 2.14.0; anything else (a range, ``~=``, none) -> None."""
-    if not requirement:
-        return None
-    try:
-        specs = list(SpecifierSet(requirement))
-    except InvalidSpecifier:
-        return None
-    if len(specs) == 1 and specs[0].operator in ("==", "===") and "*" not in specs[0].version:
-        return specs[0].version
-    return None
-
-
-def pair(overlay: Overlay, name: str, torch_version: str) -> tuple[CompanionRow | None, bool]:
-    """The ``name`` release for ``torch_version``: one whose metadata pins it exactly (confirmed), else
-    the newest whose torch requirement admits it (inferred); (None, False) when none does."""
-    rows = [c for c in overlay.companions if c.name == name and not c.yanked and _final(c.version)]
-    exact = [c for c in rows if c.confirmed and _exact(c.torch_requirement) == torch_version]
-    if exact:
-        return max(exact, key=lambda c: Version(c.version)), True
-    ranged = [
-        c
-        for c in rows
-        if c.confirmed and c.torch_requirement and _contains(c.torch_requirement, torch_version)
-    ]
-    if ranged:
-        return max(ranged, key=lambda c: Version(c.version)), False
-    return None, False
-
-
-def resolve_triton(overlay: Overlay, row: TorchRow) -> str | None:
-    """The triton release torch's requirement selects: the exact pin, else the newest triton on the
-    index that satisfies it (``~=3.8.0`` -> 3.8.0 when that is the only 3.8.x)."""
-    if row.triton_requirement is None:
-        return None
-    exact = _exact(row.triton_requirement)
-    if exact:
-        return exact
-    found = [
-        c.version
-        for c in overlay.companions
-        if c.name == "triton"
-        and not c.yanked
-        and _final(c.version)
-        and _contains(row.triton_requirement, c.version)
-    ]
-    return max(found, key=Version) if found else None
-
-
-def _series(version: str) -> str:
-    return ".".join(version.split(".")[:2])
-
-
-def _pythons(tags: tuple[str, ...]) -> tuple[str, ...]:
-    """``cp312``, ``cp314t`` -> ``3.12``, ``3.14`` (X.Y of every CPython tag), sorted."""
-    found = set()
-    for tag in tags:
-        head = tag.split("-")[0]
-        if head.startswith("cp") and head[2:].rstrip("t").isdigit() and len(head.rstrip("t")) >= 4:
-            digits = head[2:].rstrip("t")
-            found.add(f"{digits[0]}.{digits[1:]}")
-    return tuple(sorted(found, key=lambda v: tuple(int(x) for x in v.split("."))))
-
-
-def _assumed(
-    torch: TorchCatalog, variant: str, below: Version
-) -> tuple[Release, CudaWheel | RocmWheel] | None:
-    """The newest built-in release below ``below`` (else any) publishing ``variant``, and its row."""
-    rows: list[tuple[Release, CudaWheel | RocmWheel]] = []
-    for rel in torch.release:
-        wheels: list[CudaWheel | RocmWheel] = [*rel.cuda, *rel.rocm]
-        rows.extend((rel, wheel) for wheel in wheels if wheel.variant == variant)
-    if not rows:
-        return None
-    older = [r for r in rows if Version(r[0].series) < below] or rows
-    return max(older, key=lambda r: Version(r[0].series))
-
-
-def compare(torch: TorchCatalog, overlay: Overlay) -> tuple[str, ...]:
-    """Where the overlay's metadata disagrees with a built-in row (built-in rows stay in force)."""
-    out: list[str] = []
-    for row in overlay.torch:
-        for rel in torch.release:
-            patch = next((p for p in rel.patch if p.version == row.version), None)
-            if patch is None:
-                continue
-            if row.confirmed and row.default_variant and row.default_variant != rel.pypi_default_cuda:
-                out.append(
-                    f"torch {row.version}: the PyPI wheel's metadata names {row.default_variant} "
-                    f"(CUDA {row.cuda_major}); the built-in catalog says the PyPI default is "
-                    f"{rel.pypi_default_cuda}"
-                )
-            triton = resolve_triton(overlay, row) if row.confirmed else None
-            if triton and triton != patch.triton:
-                out.append(
-                    f"torch {row.version}: its metadata requires triton{row.triton_requirement} "
-                    f"({triton}); the built-in catalog pairs triton {patch.triton}"
-                )
-            for name, built_in in (("torchvision", patch.torchvision), ("torchaudio", patch.torchaudio)):
-                comp, exact = pair(overlay, name, row.version)
-                if comp is not None and exact and comp.version != built_in:
-                    out.append(
-                        f"torch {row.version}: {name} {comp.version}'s metadata pins torch=={row.version}; "
-                        f"the built-in catalog pairs {name} {built_in or '(none)'}"
-                    )
-    return tuple(out)
-
-
-def merge(
-    torch: TorchCatalog, toolkits: Toolkits, overlay: Overlay, path: Path, *, with_compare: bool = False
-) -> tuple[TorchCatalog, OverlayState]:
-    """``torch`` with the overlay's releases that it lacks added as ``unconfirmed`` rows; with
-    ``with_compare``, also where the overlay disagrees with built-in rows (for refresh and show; check
-    does not need it)."""
-    known = {p.version for r in torch.release for p in r.patch}
-    oldest = min(Version(r.series) for r in torch.release)
-    cuda_variants = {t.variant for t in toolkits.cuda}
-    rocm_variants = {t.variant for t in toolkits.rocm}
-    pytorch_read = overlay.index_ok("pytorch")
-    usable: dict[str, Usable] = {}
-    unusable: list[str] = []
-    new_patches: dict[str, list[tuple[TorchRow, PatchEntry]]] = {}
-    releases = {r.series: r for r in torch.release}
-
-    for row in sorted(overlay.torch, key=lambda r: Version(r.version)):
-        v = _final(row.version)
-        if v is None or row.yanked or row.version in known or Version(_series(row.version)) < oldest:
-            continue
-        notes: list[str] = []
-        triton = resolve_triton(overlay, row)
-        if triton is None:
-            unusable.append(f"torch {row.version}: no metadata served, so its triton pin is unknown")
-            continue
-        if not row.confirmed:
-            notes.append("its metadata was not read")
-        elif _exact(row.triton_requirement) is None:
-            notes.append(f"triton {triton} chosen from the requirement triton{row.triton_requirement}")
-        vision, vision_exact = pair(overlay, "torchvision", row.version)
-        if vision is None:
-            unusable.append(f"torch {row.version}: no torchvision release on the index names it")
-            continue
-        if not vision_exact:
-            notes.append(
-                f"torchvision {vision.version} is paired by its range torch{vision.torch_requirement}"
-            )
-        audio, audio_exact = pair(overlay, "torchaudio", row.version)
-        if audio is not None and not audio_exact:
-            notes.append(f"torchaudio {audio.version} is paired by its range torch{audio.torch_requirement}")
-        sources = [
-            row.source,
-            row.metadata_source,
-            vision.metadata_source,
-            audio.metadata_source if audio else None,
-        ]
-        try:
-            patch = PatchEntry(
-                version=row.version,
-                torchvision=vision.version,
-                torchaudio=audio.version if audio else None,
-                triton=triton,
-                tier="unconfirmed",
-                source="catalog overlay: " + "; ".join(s for s in sources if s),
-            )
-        except ValueError as exc:  # a row check (envbuild.catalog.*_rows) refused a value
-            unusable.append(f"torch {row.version}: {exc}")
-            continue
-        new_patches.setdefault(_series(row.version), []).append((row, patch))
-        usable[row.version] = Usable(row.version, tuple(notes), row.metadata_source or row.source)
-
-    merged = dict(releases)
-    for series, items in new_patches.items():
-        base = releases.get(series)
-        if base is not None:
-            merged[series] = replace(base, patch=(*base.patch, *(p for _, p in items)))
-            for row, _ in items:
-                usable[row.version] = _with(
-                    usable[row.version],
-                    f"the {series} variants and their arch lists are the built-in {series} rows, "
-                    f"not read for {row.version}",
-                )
-            continue
-        newest = items[-1][0]
-        default = newest.default_variant
-        if default is None:
-            previous = max(releases.values(), key=lambda r: Version(r.series))
-            default = previous.pypi_default_cuda
-            extra = f"its PyPI default build is not known (assumed {default}, as torch {previous.series})"
-        else:
-            extra = ""
-        variants = [default]
-        if pytorch_read and newest.variants is not None:
-            variants = sorted(set(newest.variants) | {default})
-        cuda: list[CudaWheel] = []
-        rocm: list[RocmWheel] = []
-        arch_notes: list[tuple[str, str]] = []
-        release_notes: list[str] = []
-        for variant in variants:
-            if variant not in cuda_variants and variant not in rocm_variants:
-                continue
-            assumed = _assumed(torch, variant, Version(series))
-            if assumed is None:
-                continue
-            rel, wheel = assumed
-            read_from = next(
-                (u for u in (newest.variants_source or "").split("; ") if f"/{variant}/" in u),
-                newest.metadata_source or newest.source,
-            )
-            src = (
-                f"catalog overlay: {variant} of torch {series} read from {read_from}; "
-                f"arch list assumed from the built-in torch {rel.series} {variant} row"
-            )
-            if isinstance(wheel, CudaWheel):
-                cuda.append(
-                    CudaWheel(variant=variant, arch_list=wheel.arch_list, tier="unconfirmed", source=src)
-                )
-                arch_notes.append(
-                    (variant, f"the {variant} arch list is unknown (assumed from torch {rel.series})")
-                )
-            else:
-                rocm.append(RocmWheel(variant=variant, gfx=wheel.gfx, tier="unconfirmed", source=src))
-                arch_notes.append(
-                    (variant, f"the {variant} gfx list is unknown (assumed from torch {rel.series})")
-                )
-        if default not in {w.variant for w in cuda}:
-            for row, _ in items:
-                del usable[row.version]
-                unusable.append(
-                    f"torch {row.version}: its default build {default} has no toolkit row or known arch list"
-                )
-            continue
-        pythons = _pythons(tuple(t for row, _ in items for t in row.python))
-        try:
-            release = Release(
-                series=series,
-                status="unconfirmed",
-                python=pythons,
-                pypi_default_cuda=default,
-                min_glibc=newest.glibc or "2.28",
-                patch=tuple(p for _, p in items),
-                cuda=tuple(cuda),
-                rocm=tuple(rocm),
-                tier="unconfirmed",
-                source="catalog overlay: " + (newest.metadata_source or newest.source),
-            )
-        except ValueError as exc:
-            for row, _ in items:
-                del usable[row.version]
-                unusable.append(f"torch {row.version}: {exc}")
-            continue
-        merged[series] = release
-        if not pytorch_read:
-            release_notes.append(
-                f"only the PyPI default build ({default}) is known: the PyTorch index was not read"
-            )
-        if extra:
-            release_notes.append(extra)
-        for row, _ in items:
-            item = _with(usable[row.version], *release_notes)
-            usable[row.version] = Usable(item.version, item.unconfirmed, item.source, tuple(arch_notes))
-
-    ordered = tuple(sorted(merged.values(), key=lambda r: Version(r.series)))
-    state = OverlayState(
-        path=path,
-        overlay=overlay,
-        usable=usable,
-        unusable=tuple(unusable),
-        disagreements=compare(torch, overlay) if with_compare else (),
-    )
-    return replace(torch, release=ordered), state
-
-
-def _with(item: Usable, *notes: str) -> Usable:
-    return Usable(item.version, (*notes, *item.unconfirmed), item.source)
 
 
 # ---- findings for check() ----------------------------------------------------------------------------

@@ -49,11 +49,11 @@ from envbuild.catalog.overlay import (
     OverlayInvalid,
     OverlayState,
     TorchRow,
-    merge,
     overlay_path,
     read,
     write,
 )
+from envbuild.catalog.overlay_merge import merge
 from envbuild.errors import EXIT_ENGINE, EnvbuildError
 from envbuild.net import page_links
 from envbuild.resources import catalog_dir

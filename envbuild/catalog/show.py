@@ -8,7 +8,8 @@ from typing import Any
 from envbuild.boundary import to_data
 from envbuild.catalog import load_catalog
 from envbuild.catalog.loader import FILES
-from envbuild.catalog.overlay import STALE_DAYS, compare, overlay_path
+from envbuild.catalog.overlay import STALE_DAYS, overlay_path
+from envbuild.catalog.overlay_pairs import compare
 from envbuild.resources import catalog_dir
 
 
