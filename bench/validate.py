@@ -6,6 +6,10 @@ The lock is the one ``envbuild render`` writes for the built-in ``pytorch-cpu`` 
 the interpreter under test (its python_executable, and declared packages it does not carry dropped),
 so the timings are those of a real, fully passing run.  ``python -m torch.utils.collect_env`` runs
 in the same interpreter, for reference: it is what people run today, and it checks far less.
+
+The cache (XDG_CACHE_HOME) is a fresh folder: a first, cold run builds the C++ extension into it;
+the runs timed after it are second runs on the same machine, which load the built extension.  Goal
+(issue 24 item 7): a second full run takes at most 2.5x collect_env.
 """
 
 from __future__ import annotations
@@ -71,13 +75,14 @@ def main() -> int:
 
     from envbuild.validate import run_validation
     from envbuild.validate.probe import run_probe
-    from envbuild.validate.stages import STAGE_NAMES
+    from envbuild.validate.stages import STAGE_NAMES, extension_cache_dir
 
     # As in the image (PATH=/opt/venv/bin:$PATH): the profile's pilot check runs `python`.
     os.environ["PATH"] = f"{Path(args.python).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
     with tempfile.TemporaryDirectory(prefix="envbuild-bench-") as tmp:
         root = Path(tmp)
+        os.environ["XDG_CACHE_HOME"] = str(root / "cache")  # the extension cache starts empty
         workdir = root / "workspace"
         shutil.copytree(REPO / "profiles" / "apps" / "pilot", workdir)
         lock = bench_lock(args.python, workdir)
@@ -85,7 +90,10 @@ def main() -> int:
         totals: dict[str, list[float]] = {}
         statuses: dict[str, str] = {}
         walls, walls_no_ext, ext_alone, collect = [], [], [], []
-        ok = True
+        first = time.perf_counter()
+        report, _ = run_validation(lock, python=args.python, out=root / "first", workdir=workdir)
+        first_wall, ok = time.perf_counter() - first, report.ok
+        ext_args = {**EXT_ARGS, "cache_dir": extension_cache_dir()}
         for i in range(args.repeat):
             start = time.perf_counter()
             report, _ = run_validation(lock, python=args.python, out=root / f"runs-{i}", workdir=workdir)
@@ -101,7 +109,7 @@ def main() -> int:
                     )
                 )
             )
-            ext_alone.append(wall(lambda: run_probe(args.python, "extensions", EXT_ARGS, 1200)))
+            ext_alone.append(wall(lambda: run_probe(args.python, "extensions", ext_args, 1200)))
             collect.append(
                 wall(
                     lambda: subprocess.run(
@@ -110,16 +118,17 @@ def main() -> int:
                 )
             )
         print(f"envbuild validate on the CPU ({args.python}, {args.repeat} run(s); median seconds)")
-        print("  per stage (stages run concurrently, so these overlap):")
+        print(f"  first run (cold cache: builds the extension) {first_wall:6.2f} s")
+        print("  second runs, per stage (stages run concurrently, so these overlap):")
         for stage, times in totals.items():
             print(f"    {stage:<12} {statuses[stage]:<8} {median(times):8.2f}")
         w, wn, e, c = median(walls), median(walls_no_ext), median(ext_alone), median(collect)
-        print(f"  whole ladder                  {w:6.2f} s  ({'ok' if ok else 'FAILED'})")
+        print(f"  whole ladder, second run      {w:6.2f} s  ({'ok' if ok else 'FAILED'})")
         print(f"  ladder without extensions     {wn:6.2f} s")
-        print(f"  extension build + run alone   {e:6.2f} s  (the extensions probe on its own)")
+        print(f"  extension load + run alone    {e:6.2f} s  (the extensions probe on its own, cached)")
         print(f"  python -m torch.utils.collect_env {c:6.2f} s")
+        print(f"  ratio: second full run / collect_env           = {w / c:.2f} (goal <= 2.5)")
         print(f"  ratio: ladder without extensions / collect_env = {wn / c:.2f} (goal <= 2.0)")
-        print(f"  ratio: whole ladder / extension alone          = {w / e:.2f} (goal <= 1.3)")
     return 0 if ok else 1
 
 

@@ -91,26 +91,29 @@ def test_cpp_extension_compiled_and_ran(cpu_run: dict[str, Any]) -> None:
 
 @pytest.mark.slow
 def test_a_second_run_loads_the_cached_extension(
-    cpu_run: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    cpu_run: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The first run built the op into $XDG_CACHE_HOME/envbuild/torch-extensions, in a folder named
-    by a hash of its inputs; the extensions stage of a second run loads it and runs it in <= 5 s."""
-    from envbuild.validate.probe import run_probe
-    from envbuild.validate.stages import extension_cache_dir
-
+    by a hash of its inputs, in a process of its own; a second run loads it in the warm worker (no
+    compiler run, no torch import of its own) and still runs it: the stage takes no longer than the
+    torch import it shares with the accelerator stage, at most 5 s on an idle machine."""
     ext = next(s for s in cpu_run["report"]["stages"] if s["stage"] == "extensions")
     (first,) = ext["facts"]["parts"]
     built = Path(first["build_directory"])
+    assert (
+        ext["facts"]["process"] == "its own" and ext["facts"]["why_own"] == "no op is built in the cache yet"
+    )
     assert first["cache"] == "miss" and built.parent == cpu_run["cache"] / "envbuild" / "torch-extensions"
     assert built.name.startswith("envbuild_probe_cpp_") and (built / f"{built.name}.so").is_file()
     monkeypatch.setenv("XDG_CACHE_HOME", str(cpu_run["cache"]))
-    args = {"backend": "cpu", "compile": True, "extensions": [], "cache_dir": extension_cache_dir()}
-    out = run_probe(sys.executable, "extensions", args, 600)
-    assert out.outcome == "ok", out.reason
-    (second,) = out.data["parts"]
-    assert second["status"] == "passed" and second["max_error"] == 0.0
-    assert second["cache"] == "hit" and second["build_directory"] == str(built)
-    assert out.duration_s <= 5.0, out.duration_s
+    report, _ = _quick(tmp_path, {}, stages=["extensions"])
+    second = report.stage("extensions")
+    assert second.status == "passed" and second.facts["process"] == "warm worker", second.facts
+    (part,) = second.facts["parts"]
+    assert part["cache"] == "hit" and part["build_directory"] == str(built) and part["max_error"] == 0.0
+    assert part["seconds"] <= 2.0  # load and run, in the worker
+    shared = report.stage("accelerator").duration_s + 1.0  # both wait for the worker's torch import
+    assert second.duration_s <= max(5.0, shared), (second.duration_s, shared)
 
 
 @pytest.mark.slow

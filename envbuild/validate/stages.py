@@ -306,20 +306,30 @@ def extension_cache_dir() -> str | None:
 
 
 def _extensions(ctx: StageContext) -> StageResult:
+    cache = extension_cache_dir()
     args = {
         "backend": ctx.lock.backend,
         "compile": ctx.lock.compile_extensions,
         "extensions": list(ctx.lock.extensions),
-        "cache_dir": extension_cache_dir(),
+        "cache_dir": cache,
     }
     # A second run on this machine: the ops are in the cache, so the warm worker (torch already
     # imported) loads and runs them.  A build, or an extension package's smoke test, runs in a process
     # of its own, beside the ladder.
-    why_own = "the lock names extension packages (their smoke tests run apart)" if ctx.lock.extensions else ""
+    why_own = ""
+    if ctx.lock.extensions:
+        why_own = "the lock names extension packages (their smoke tests run apart)"
+    elif ctx.lock.compile_extensions and not (
+        cache and any(Path(cache).glob("envbuild_probe_*/envbuild_probe_*.so"))
+    ):
+        why_own = "no op is built in the cache yet"  # a first run: no need to wait for the worker
     if not why_own and ctx.use_worker and ctx.worker is not None:
         try:
             data = probe(ctx, "extensions", "extensions", {**args, "cached_only": True}, warm=True)
         except ProbeFailed as exc:
+            stop = ctx.cancel.get("extensions")
+            if stop is not None and stop.is_set():
+                raise  # cancelled: the worker was killed for it
             why_own = f"the warm worker failed: {exc.result.error}"
         else:
             if "needs_build" not in data:
@@ -581,6 +591,8 @@ class Background:
             ident = self.threads.get(name)
             if ident is not None:
                 kill_thread_runs(ident)
+                if self.ctx.worker is not None:  # a request of the stage in the warm worker
+                    self.ctx.worker.kill_for_thread(ident)
             wait_futures([future], timeout=0.1)
 
     def close(self) -> None:

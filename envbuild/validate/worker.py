@@ -47,6 +47,10 @@ class TorchWorker:
         self.ready: dict[str, Any] | None = None
         self.starts = 0
         self._next_id = 0
+        # One request at a time: the extensions stage may call from its background thread while the
+        # ladder calls from the main one (see stages._extensions).
+        self._calling = threading.Lock()
+        self.caller: int | None = None  # the thread whose request runs now (kill_for_thread)
 
     # -- process --------------------------------------------------------------------------------------
 
@@ -148,8 +152,33 @@ class TorchWorker:
     def call(
         self, name: str, args: Mapping[str, Any], timeout_s: float, cwd: Path | None = None
     ) -> ProbeResult:
-        """Run probe ``name`` in the worker; the outcomes of :func:`envbuild.validate.probe.run_probe`."""
+        """Run probe ``name`` in the worker; the outcomes of :func:`envbuild.validate.probe.run_probe`.
+
+        Calls from several threads run one after the other; the wait counts against ``timeout_s``."""
         started = time.monotonic()
+        if not self._calling.acquire(timeout=timeout_s):
+            return ProbeResult(
+                "timed_out",
+                reason=f"probe '{name}' waited {timeout_s:g} s for the warm worker, busy with another stage",
+                duration_s=round(time.monotonic() - started, 3),
+                facts={"worker": True, "worker_starts": self.starts},
+            )
+        try:
+            self.caller = threading.get_ident()
+            return self._call(name, args, timeout_s, cwd, started)  # the deadline counts from started
+        finally:
+            self.caller = None
+            self._calling.release()
+
+    def kill_for_thread(self, ident: int) -> None:
+        """Kill the worker if thread ``ident``'s request runs in it now (a background stage cancelled);
+        its call then ends as a crash, and the next request starts a new worker."""
+        if self.caller == ident:
+            self.kill()
+
+    def _call(
+        self, name: str, args: Mapping[str, Any], timeout_s: float, cwd: Path | None, started: float
+    ) -> ProbeResult:
         deadline = started + timeout_s
         if self.proc is None or self.proc.poll() is not None:
             self.kill()
