@@ -16,6 +16,7 @@ python3 -m venv .venv
 export PIP_RETRIES=0
 bash scripts/docker-engine.sh
 bash scripts/base-image.sh envbuild/debian:12
+bash scripts/browser.sh  # Debian's chromium + chromedriver: the report.html browser test
 
 echo "== ruff"
 .venv/bin/ruff check .
