@@ -1,4 +1,5 @@
-"""Commands: ``envbuild validate``, ``envbuild report verify DIR``, ``envbuild report diff A B``.
+"""Commands: ``envbuild validate``, and the ``envbuild report`` group (``verify``, ``sign``, ``diff``,
+``fleet``: :mod:`envbuild.cli._report`).
 
 ``validate_command`` is the plain function behind ``envbuild validate``; ``validate_image_command`` runs
 the validator inside a container of an image (:mod:`envbuild.image.run`).
@@ -18,8 +19,9 @@ from typing import Any
 import click
 
 from envbuild.cli import cli, handle_errors, json_option
+from envbuild.cli._report import register as register_report_commands
 from envbuild.cli.output import envelope, print_json
-from envbuild.errors import EXIT_FINDINGS, EXIT_OK, UsageError
+from envbuild.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -294,53 +296,7 @@ def validate_cmd(
 
 @cli.group("report")
 def report_group() -> None:
-    """Verify a copied report, or compare two reports."""
+    """Verify or sign a copied report, compare two reports, or put an order's lots side by side."""
 
 
-@report_group.command("verify")
-@click.argument("directory", type=click.Path(path_type=Path))
-@json_option("Print {format, command, ok, findings, directory} as JSON, one finding per problem.")
-@handle_errors
-def report_verify(directory: Path, as_json: bool) -> None:
-    """Check every file of a report DIRECTORY against its MANIFEST.sha256 (exit 1 on any problem)."""
-    from envbuild.validate import verify_report
-
-    problems = verify_report(directory)
-    if as_json:
-        findings = [{"severity": "error", "code": "E-REPORT", "message": p, "source": None} for p in problems]
-        print_json(envelope("report verify", ok=not problems, findings=findings, directory=str(directory)))
-    elif problems:
-        for p in problems:
-            click.echo(f"error: E-REPORT: {p}")
-        click.echo(f"{directory}: {len(problems)} problem(s)", err=True)
-    else:
-        click.echo(f"{directory}: intact")
-    sys.exit(EXIT_FINDINGS if problems else EXIT_OK)
-
-
-@report_group.command("diff")
-@click.argument("a", type=click.Path(path_type=Path))
-@click.argument("b", type=click.Path(path_type=Path))
-@json_option("Print {format, command, ok, findings, differences} as JSON (ok: no differences).")
-@handle_errors
-def report_diff(a: Path, b: Path, as_json: bool) -> None:
-    """Compare two reports: stage statuses, packages, devices, driver.
-
-    Exit 0 same, 1 different, 2 when either is not a readable report (so "different" stays unambiguous).
-    """
-    from envbuild.errors import ReportError
-    from envbuild.validate import diff_reports, load_report
-
-    try:
-        reports = load_report(a), load_report(b)
-    except ReportError as exc:
-        raise UsageError(exc.message) from None
-    diffs = diff_reports(*reports)
-    if as_json:
-        print_json(envelope("report diff", ok=not diffs, findings=(), differences=list(diffs)))
-    else:
-        for line in diffs:
-            click.echo(line)
-        if not diffs:
-            click.echo("no differences")
-    sys.exit(EXIT_FINDINGS if diffs else EXIT_OK)
+register_report_commands(report_group)

@@ -333,6 +333,9 @@ def decide_packages(lock: Lock, facts: dict[str, Any], python: str | None = None
         "declared": len(lock.packages),
         "installed_count": len(installed),
         "declared_installed": {p.name: installed.get(canonicalize_name(p.name)) for p in lock.packages},
+        # every installed distribution (canonical name -> version): what `report diff` and `report
+        # fleet` compare between runs, declared and transitive alike
+        "installed": dict(sorted(installed.items())),
     }
     if lock.resolved:
         shown.update(_resolved_facts(lock, installed, facts))

@@ -243,6 +243,7 @@ def decide_devices(
                 "arch": arch,
                 "memory_gib": round(float(dev.get("total_memory", 0)) / GIB, 2),
                 "sms": dev.get("multi_processor_count"),
+                "uuid": dev.get("uuid"),  # torch's, when it has one: tells the cards of a fleet apart
                 "covered_by": how,
                 "target": target.id if target else None,
             }

@@ -1,0 +1,300 @@
+"""The ``envbuild report`` commands: ``verify DIR`` (integrity; ``--allowed-signers``: the signature),
+``sign DIR --key KEY``, ``diff A B``, ``fleet RUN...``.
+
+:func:`register` adds them to the ``report`` group of :mod:`envbuild.cli._validate`; the shared
+decorators are imported when it runs, so this module adds no import circle through ``envbuild.cli``.
+
+Exit 0 ok, 1 differences / a report or signature that does not verify / a fleet with a failed lot or an
+outlier, 2 bad input, 3 no usable ssh-keygen.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import click
+
+from envbuild.cli.output import envelope, print_json
+from envbuild.errors import EXIT_FINDINGS, EXIT_OK, UsageError
+
+MANIFEST_NAME = "MANIFEST.sha256"  # envbuild.validate.report.MANIFEST (not imported: the CLI starts light)
+_STYLE = {"passed": "green", "failed": "red"}
+INTEGRITY_NOTE = (
+    "integrity in transit, not authenticity: the files match MANIFEST.sha256, but whoever wrote the "
+    "folder (the provider's machine too) can recompute it; sign it with `envbuild report sign RUN --key "
+    "KEY` after copying it off, and verify with --allowed-signers FILE"
+)
+
+
+def register(group: click.Group) -> None:
+    """Add the report commands to ``group``."""
+    from envbuild.cli import handle_errors, json_option
+
+    @group.command("verify")
+    @click.argument("directory", type=click.Path(path_type=Path))
+    @click.option(
+        "--allowed-signers",
+        "allowed_signers",
+        type=click.Path(path_type=Path),
+        default=None,
+        metavar="FILE",
+        help="Also check MANIFEST.sha256.sig (made by `envbuild report sign`) against this OpenSSH "
+        "allowed-signers file, and name the identity that signed (ssh-keygen -Y verify).",
+    )
+    @json_option(
+        "Print {format, command, ok, findings, directory, integrity, signature, note} as JSON, one finding "
+        "per problem."
+    )
+    @handle_errors
+    def report_verify(directory: Path, allowed_signers: Path | None, as_json: bool) -> None:
+        """Check every file of a report DIRECTORY against its MANIFEST.sha256 (exit 1 on any problem).
+
+        That is integrity in transit, not authenticity: with --allowed-signers the manifest's signature is
+        checked too (exit 1 when it is missing or does not verify; 3 without ssh-keygen).
+        """
+        from envbuild.validate import verify_report
+        from envbuild.validate.sign import SIGNATURE, check_signature
+
+        problems = verify_report(directory)
+        sig = check_signature(directory, allowed_signers) if allowed_signers is not None else None
+        findings = [{"severity": "error", "code": "E-REPORT", "message": p, "source": None} for p in problems]
+        if sig is not None and not sig.ok:
+            findings.append(
+                {"severity": "error", "code": "E-REPORT-SIGNATURE", "message": sig.message, "source": None}
+            )
+        unchecked = sig is None and (directory / SIGNATURE).is_file()
+        ok = not findings
+        if as_json:
+            signature = (
+                {"checked": False, "present": unchecked}
+                if sig is None
+                else {
+                    "checked": True,
+                    "ok": sig.ok,
+                    "signer": sig.signer,
+                    "key": sig.key,
+                    "message": sig.message,
+                }
+            )
+            print_json(
+                envelope(
+                    "report verify",
+                    ok=ok,
+                    findings=findings,
+                    directory=str(directory),
+                    integrity=not problems,
+                    signature=signature,
+                    note=INTEGRITY_NOTE if sig is None and not problems else None,
+                )
+            )
+            sys.exit(EXIT_FINDINGS if findings else EXIT_OK)
+        for f in findings:
+            click.echo(f"error: {f['code']}: {f['message']}")
+        if not problems:
+            click.echo(f"{directory}: intact (every file matches {MANIFEST_NAME})")
+        if sig is not None and sig.ok:
+            click.echo(f"{directory}: {sig.message}")
+        elif sig is None and not problems:
+            click.echo(f"note: {INTEGRITY_NOTE}")
+            if unchecked:
+                click.echo(f"note: {SIGNATURE} is present but was not checked (pass --allowed-signers FILE)")
+        if findings:
+            click.echo(f"{directory}: {len(findings)} problem(s)", err=True)
+        sys.exit(EXIT_FINDINGS if findings else EXIT_OK)
+
+    @group.command("sign")
+    @click.argument("directory", type=click.Path(path_type=Path))
+    @click.option(
+        "--key",
+        "key",
+        type=click.Path(path_type=Path),
+        required=True,
+        metavar="KEY",
+        help="Your SSH key: a private key file, or a .pub whose private key is in ssh-agent. Sign on your "
+        "own machine after copying the report off: a key on the provider's machine proves nothing.",
+    )
+    @json_option("Print {format, command, ok, findings, directory, signature, namespace} as JSON.")
+    @handle_errors
+    def report_sign(directory: Path, key: Path, as_json: bool) -> None:
+        """Sign a copied report DIRECTORY's MANIFEST.sha256 with your SSH key (ssh-keygen -Y sign, namespace
+        envbuild-report); the signature is MANIFEST.sha256.sig beside it.
+
+        Exit 0 signed, 1 the report does not match its manifest (nothing signed), 2 a bad key or folder,
+        3 no usable ssh-keygen.
+        """
+        from envbuild.validate.sign import NAMESPACE, sign_report
+
+        path = sign_report(directory, key)
+        if as_json:
+            print_json(
+                envelope(
+                    "report sign",
+                    ok=True,
+                    findings=(),
+                    directory=str(directory),
+                    signature=str(path),
+                    namespace=NAMESPACE,
+                )
+            )
+        else:
+            click.echo(f"signed {directory / MANIFEST_NAME} -> {path} (namespace {NAMESPACE})")
+        sys.exit(EXIT_OK)
+
+    @group.command("diff")
+    @click.argument("a", type=click.Path(path_type=Path))
+    @click.argument("b", type=click.Path(path_type=Path))
+    @json_option(
+        "Print {format, command, ok, findings, differences, changes, notes, noise} as JSON (ok: no "
+        "differences); changes: {kind, name, a, b, text}; notes (also info findings): what could not be "
+        "compared."
+    )
+    @handle_errors
+    def report_diff(a: Path, b: Path, as_json: bool) -> None:
+        """Compare two reports: result, lock, stage statuses, every installed distribution (declared and
+        transitive), the hardware (CPUs, devices and their UUIDs, driver), torch/Python/OS/glibc/kernel, and
+        stage timings beyond noise (more than 1 s AND more than 50 % apart).
+
+        Exit 0 same, 1 different, 2 when either is not a readable report (so "different" stays unambiguous).
+        """
+        from envbuild.errors import ReportError
+        from envbuild.validate import load_report
+        from envbuild.validate.verify import TIMING_MIN_S, TIMING_RATIO, compare_reports
+
+        try:
+            reports = load_report(a), load_report(b)
+        except ReportError as exc:
+            raise UsageError(exc.message) from None
+        result = compare_reports(*reports)
+        diffs = [c.text for c in result.changes]
+        if as_json:
+            notes = [
+                {"severity": "info", "code": "I-DIFF-PARTIAL", "message": n, "source": None}
+                for n in result.notes
+            ]
+            print_json(
+                envelope(
+                    "report diff",
+                    ok=not diffs,
+                    findings=notes,
+                    differences=diffs,
+                    changes=[asdict(c) for c in result.changes],
+                    notes=list(result.notes),
+                    noise={"min_seconds": TIMING_MIN_S, "min_ratio": TIMING_RATIO},
+                )
+            )
+        else:
+            for line in diffs:
+                click.echo(line)
+            if not diffs:
+                click.echo("no differences")
+            for note in result.notes:
+                click.echo(f"note: {note}")
+        sys.exit(EXIT_FINDINGS if diffs else EXIT_OK)
+
+    @group.command("fleet")
+    @click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
+    @json_option("Print {format, command, ok, findings, lots, stages, outliers, notes, thresholds} as JSON.")
+    @click.option(
+        "--html",
+        "html",
+        type=click.Path(path_type=Path),
+        default=None,
+        metavar="FILE",
+        help="Also write the table as one self-contained HTML page (no script, nothing loaded) to FILE.",
+    )
+    @handle_errors
+    def report_fleet(runs: tuple[Path, ...], as_json: bool, html: Path | None) -> None:
+        """Put the runs of one order's lots side by side (RUN: a report folder each), and flag outliers.
+
+        Columns: verdict, first failure, driver, GPU names and UUIDs, a hash of the installed package set,
+        each stage's seconds and the total.  A number is an outlier when it is more than 3 MADs from the
+        lots' median AND more than 10 % away from it; a verdict, driver, GPU name or package set when the
+        majority of the lots does not share it; a GPU UUID seen in two lots.  Exit 0 every lot passed and
+        nothing stands out, 1 otherwise, 2 a RUN that is not a readable report.
+        """
+        from envbuild.errors import ReportError
+        from envbuild.validate.fleet import load_fleet, render_html, to_json_data
+        from envbuild.validate.report import atomic_write
+
+        try:
+            fleet = load_fleet(list(runs))
+        except ReportError as exc:
+            raise UsageError(exc.message) from None
+        if html is not None:
+            try:
+                atomic_write(html, render_html(fleet))
+            except OSError as exc:
+                raise UsageError(f"--html {html}: cannot write: {exc.strerror or exc}") from None
+        if as_json:
+            findings = [
+                {"severity": "warning", "code": "W-FLEET-OUTLIER", "message": o.text, "source": None}
+                for o in fleet.outliers
+            ]
+            print_json(envelope("report fleet", ok=fleet.ok, findings=findings, **to_json_data(fleet)))
+        else:
+            _print_fleet(fleet)
+        if html is not None:
+            click.echo(f"envbuild: wrote {html}", err=True)
+        sys.exit(EXIT_OK if fleet.ok else EXIT_FINDINGS)
+
+
+def _print_fleet(fleet: object) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from envbuild.cli.output import console as make_console
+    from envbuild.validate.fleet import Fleet, flagged, stage_cell
+
+    assert isinstance(fleet, Fleet)
+    marks = flagged(fleet)
+
+    def cell(text: str, flag: bool) -> str:  # "!" marks an outlier where there is no colour
+        return f"[bold red]{escape(text)} ![/]" if flag else escape(text)
+
+    lots = Table(title=f"envbuild report fleet — {len(fleet.lots)} lots")
+    lots.add_column("lot", no_wrap=True)
+    lots.add_column("verdict", no_wrap=True)
+    for col in ("first failure", "driver", "GPUs", "GPU UUIDs", "packages (sha256, count)"):
+        lots.add_column(col, overflow="fold")
+    times = Table(title="seconds per stage")
+    times.add_column("lot", no_wrap=True)
+    for stage in fleet.stages:
+        times.add_column(stage, justify="right", no_wrap=True)
+    times.add_column("total", justify="right", no_wrap=True)
+    for lot in fleet.lots:
+        cols = marks.get(lot.lot, set())
+        style = _STYLE["passed" if lot.verdict == "PASSED" else "failed"]
+        lots.add_row(
+            escape(lot.lot),
+            f"[{style}]{lot.verdict}[/]" + (" !" if "verdict" in cols else ""),
+            escape(lot.first_failure or "-"),
+            cell(lot.driver or "-", "driver" in cols),
+            cell(", ".join(lot.gpu_names) or "none", "gpu names" in cols),
+            cell("\n".join(lot.gpu_uuids) or "none", "gpu uuid" in cols),
+            cell(f"{lot.packages} ({lot.package_count})" if lot.packages else "unknown", "packages" in cols),
+        )
+        times.add_row(
+            escape(lot.lot),
+            *(cell(stage_cell(lot, s), f"stage {s} s" in cols) for s in fleet.stages),
+            cell(f"{lot.total_s:.2f}", "total s" in cols),
+        )
+    console = make_console()
+    if not console.is_terminal:  # a file or a pipe: the lines whole, not folded at 80 columns
+        console.width = max(console.width, 160)
+    console.print(lots, markup=True)
+    console.print(times, markup=True)
+    for o in fleet.outliers:
+        console.print(f"outlier: {escape(o.text)}", markup=True, soft_wrap=True)
+    for note in fleet.notes:
+        console.print(f"note: {escape(note)}", markup=True, soft_wrap=True)
+    if fleet.ok:
+        console.print(f"[green]every lot passed[/]; no outliers ({len(fleet.lots)} lots)", markup=True)
+    else:
+        failed = sum(1 for lot in fleet.lots if lot.verdict != "PASSED")
+        console.print(
+            f"[red]{failed} lot(s) did not pass[/], {len(fleet.outliers)} outlier(s) "
+            f"({len(fleet.lots)} lots)",
+            markup=True,
+        )
