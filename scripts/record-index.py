@@ -29,7 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from envbuild.catalog.refresh import JSON_ACCEPT, _candidates, parse_project  # noqa: E402
+from envbuild.catalog.index_pages import JSON_ACCEPT, _candidates, parse_project  # noqa: E402
 from envbuild.net import USER_AGENT  # noqa: E402
 
 # The trimmed set: what each version exercises is in tests/data/index-recorded/README.md.

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from envbuild.catalog.refresh import companion_facts, torch_facts
+from envbuild.catalog.index_pages import companion_facts, torch_facts
 
 REPO = Path(__file__).resolve().parent.parent
 RECORDED = Path(__file__).resolve().parent / "data" / "index-recorded" / "pypi"
@@ -491,7 +491,7 @@ def test_no_overlay_imports_nothing_new(env: dict[str, str]) -> None:
         "except SystemExit:\n"
         "    pass\n"
         "new = ('envbuild.catalog.overlay', 'envbuild.catalog.overlay_merge', 'envbuild.catalog.refresh',\n"
-        "       'envbuild.net', 'urllib.request')\n"
+        "       'envbuild.catalog.index_pages', 'envbuild.net', 'urllib.request')\n"
         "bad = [m for m in new if m in sys.modules]\n"
         "print('LOADED', bad)\n"
     )

@@ -23,24 +23,31 @@ What is read, concurrently (a small thread pool), within one total time limit:
 from __future__ import annotations
 
 import concurrent.futures as cf
-import email.parser
 import functools
-import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
-from urllib.parse import unquote, urljoin, urlsplit
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
 from envbuild import __version__
 from envbuild.boundary import to_data
 from envbuild.catalog import Catalog, load_catalog
+from envbuild.catalog.index_pages import (
+    HTML_ACCEPT,
+    JSON_ACCEPT,
+    FetchError,
+    _get,
+    _metadata,
+    _Project,
+    companion_facts,
+    parse_project,
+    torch_facts,
+    variants_of,
+)
 from envbuild.catalog.overlay import (
     BpyRow,
     CompanionRow,
@@ -55,20 +62,13 @@ from envbuild.catalog.overlay import (
 )
 from envbuild.catalog.overlay_merge import merge
 from envbuild.errors import EXIT_ENGINE, EnvbuildError
-from envbuild.net import page_links
 from envbuild.resources import catalog_dir
 
 PYPI = "https://pypi.org/simple"
 PYTORCH = "https://download.pytorch.org/whl"
 PROJECTS = ("torch", "torchvision", "torchaudio", "triton", "bpy")
-JSON_ACCEPT = "application/vnd.pypi.simple.v1+json"
-HTML_ACCEPT = "text/html"
 WORKERS = 8
 TOTAL_S = 300.0
-REQUEST_S = 30.0
-UNADVERTISED_TRIES = 3
-_VARIANT = re.compile(r"^(cu\d{3}|rocm\d+\.\d+(\.\d+)?|cpu)$")
-_GLIBC = {"manylinux1": "2.5", "manylinux2010": "2.12", "manylinux2014": "2.17"}
 
 T = TypeVar("T")
 
@@ -80,211 +80,11 @@ class RefreshError(EnvbuildError):
     code = "E-REFRESH"
 
 
-class FetchError(Exception):
-    pass
-
-
 COMPANION_NAMES: tuple[Literal["torchvision", "torchaudio", "triton"], ...] = (
     "torchvision",
     "torchaudio",
     "triton",
 )
-
-
-def _get(url: str, accept: str, deadline: float) -> bytes:
-    from envbuild.net import open_url, redact_url
-
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise FetchError(f"{redact_url(url)}: not read, the refresh ran out of time")
-    try:
-        with open_url(url, accept=accept, timeout=min(REQUEST_S, left)) as response:
-            return response.read()
-    except OSError as exc:
-        code = getattr(exc, "code", None)
-        reason = f"HTTP {code}" if code else str(getattr(exc, "reason", None) or exc.strerror or exc)
-        raise FetchError(f"{redact_url(url)}: {reason}") from None
-
-
-# ---- PyPI project pages ------------------------------------------------------------------------------
-
-
-@dataclass
-class _File:
-    filename: str
-    url: str
-    tags: tuple[str, ...]
-    glibc: str | None
-    yanked: bool
-    requires_python: str | None
-    advertised: bool
-
-
-@dataclass
-class _Project:
-    name: str
-    url: str
-    releases: dict[str, list[_File]] = field(default_factory=dict)  # version -> its Linux x86_64 wheels
-
-
-def _tag_text(interpreter: str, abi: str) -> str:
-    if abi == "abi3":
-        return f"{interpreter}-abi3"
-    if abi.startswith("cp") and abi.endswith("t"):
-        return abi
-    return interpreter
-
-
-def _linux_x86_64(filename: str) -> tuple[Version, tuple[str, ...], str | None] | None:
-    """(version, Python tags, glibc) of a Linux x86_64 wheel's name; None for anything else."""
-    try:
-        _, version, _, tags = parse_wheel_filename(filename)
-    except InvalidWheelFilename:
-        return None
-    linux = [t for t in tags if "linux" in t.platform and t.platform.endswith("x86_64")]
-    if not linux:
-        return None
-    glibc = None
-    for t in linux:
-        m = re.match(r"^manylinux_(\d+)_(\d+)_", t.platform)
-        found = f"{m.group(1)}.{m.group(2)}" if m else _GLIBC.get(t.platform.split("_x86_64")[0])
-        if found and (glibc is None or Version(found) > Version(glibc)):
-            glibc = found
-    return version, tuple(sorted({_tag_text(t.interpreter, t.abi) for t in linux})), glibc
-
-
-def parse_project(name: str, url: str, body: bytes) -> _Project:
-    import json
-
-    try:
-        data = json.loads(body)
-        files = data["files"]
-        if not isinstance(files, list):
-            raise TypeError("files is not a list")
-    except (ValueError, KeyError, TypeError) as exc:
-        raise FetchError(f"{url}: not a PEP 691 JSON project page ({exc})") from None
-    project = _Project(name=name, url=url)
-    for entry in files:
-        if not isinstance(entry, dict) or not str(entry.get("filename", "")).endswith(".whl"):
-            continue
-        parsed = _linux_x86_64(entry["filename"])
-        if parsed is None:
-            continue
-        version, tags, glibc = parsed
-        if version.local or version.is_devrelease:
-            continue
-        advertised = bool(entry.get("core-metadata") or entry.get("data-dist-info-metadata"))
-        rp = entry.get("requires-python")
-        project.releases.setdefault(str(version), []).append(
-            _File(
-                filename=entry["filename"],
-                url=urljoin(url, str(entry.get("url", entry["filename"]))),
-                tags=tags,
-                glibc=glibc,
-                yanked=bool(entry.get("yanked")),
-                requires_python=str(rp) if rp else None,
-                advertised=advertised,
-            )
-        )
-    return project
-
-
-# ---- metadata ------------------------------------------------------------------------------------------
-
-
-def _requires(body: bytes) -> list[Requirement]:
-    msg = email.parser.BytesParser().parsebytes(body, headersonly=True)
-    out = []
-    for line in msg.get_all("Requires-Dist") or []:
-        try:
-            req = Requirement(str(line))
-        except InvalidRequirement:
-            continue
-        if req.marker is not None and "extra" in str(req.marker):
-            continue
-        out.append(req)
-    return out
-
-
-def _pinned(req: Requirement) -> Version | None:
-    """The version an ``==`` (or ``>=`` lower bound, failing that) specifier names."""
-    specs = list(req.specifier)
-    for op in ("==", ">="):
-        for spec in specs:
-            if spec.operator == op and "*" not in spec.version:
-                try:
-                    return Version(spec.version)
-                except ValueError:
-                    continue
-    return None
-
-
-def torch_facts(body: bytes) -> tuple[int | None, str | None, str | None]:
-    """(CUDA major, default build ``cuNNN``, triton requirement) from a torch wheel's METADATA."""
-    major: int | None = None
-    variant: str | None = None
-    triton: str | None = None
-    unsuffixed: int | None = None
-    for req in _requires(body):
-        name = canonicalize_name(req.name)
-        if name == "triton":
-            triton = str(req.specifier)
-            continue
-        suffixed = re.fullmatch(r"nvidia-[a-z0-9-]+-cu(\d+)", name)
-        if suffixed:
-            major = major or int(suffixed.group(1))
-        pin = _pinned(req)
-        if name == "cuda-toolkit" or re.fullmatch(r"nvidia-cuda-runtime(-cu\d+)?", name):
-            if pin is not None and req.specifier and any(s.operator == "==" for s in req.specifier):
-                variant = f"cu{pin.major}{pin.minor}"
-                major = pin.major
-        elif name.startswith("nvidia-") and not suffixed and pin is not None:
-            unsuffixed = unsuffixed or pin.major
-    return major or unsuffixed, variant, triton
-
-
-def companion_facts(body: bytes) -> str | None:
-    """A companion's ``torch`` requirement specifier ("" for a bare ``torch``), None when it has none."""
-    for req in _requires(body):
-        if canonicalize_name(req.name) == "torch":
-            return str(req.specifier)
-    return None
-
-
-def _candidates(files: list[_File]) -> list[_File]:
-    live = [f for f in files if not f.yanked] or files
-    ranked = sorted(live, key=lambda f: (not f.advertised, "cp312" not in f.tags, f.filename))
-    if any(f.advertised for f in ranked):
-        return [f for f in ranked if f.advertised][:2]
-    return ranked[:UNADVERTISED_TRIES]
-
-
-def _metadata(files: list[_File], deadline: float) -> tuple[bytes, str] | None:
-    for f in _candidates(files):
-        try:
-            return _get(f.url + ".metadata", "*/*", deadline), f.url + ".metadata"
-        except FetchError:
-            continue
-    return None
-
-
-# ---- the PyTorch index ---------------------------------------------------------------------------------
-
-
-def variants_of(body: bytes) -> dict[str, set[str]]:
-    """version -> variants (``cu128``, ``rocm6.4``, ``cpu``) of the Linux x86_64 wheels a PEP 503
-    page lists."""
-    out: dict[str, set[str]] = {}
-    for href in page_links(body.decode("utf-8", "replace")):
-        filename = unquote(urlsplit(href).path.rsplit("/", 1)[-1])
-        parsed = _linux_x86_64(filename)
-        if parsed is None:
-            continue
-        version = parsed[0]
-        variant = str(version.local or "")
-        if _VARIANT.match(variant):
-            out.setdefault(version.public, set()).add(variant)
-    return out
 
 
 # ---- the refresh ----------------------------------------------------------------------------------------
