@@ -37,9 +37,9 @@ from envbuild.plan.abi_data import (
     TorchRequirement,
     load_abi_data,
 )
+from envbuild.plan.companion_pairing import FAMILY
 from envbuild.plan.context import Context
 from envbuild.plan.findings import Findings
-from envbuild.plan.packages import FAMILY
 from envbuild.plan.versions import applies_on_image, line_requirement, wheel_filename
 
 
