@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 from html.parser import HTMLParser
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +138,7 @@ def test_a_slower_lot_and_a_drifted_package_set_are_flagged(real_runs: list[Path
     assert slow == ["outlier: stage packages s: lot-2 12.00 s, +20% against the median 10.00 s (MAD 0.00 s)"]
     drift = [ln for ln in lines if ln.startswith("outlier: packages")]
     assert len(drift) == 1 and "in lot-3; the majority (3 of 4) has" in drift[0]
+    assert drift[0].endswith(f"(sympy {metadata.version('sympy')} -> 1.13.3, against lot-1)")
     assert not [ln for ln in lines if "interpreter" in ln and ln.startswith("outlier")]
     assert "lot-4" not in " ".join(ln for ln in lines if ln.startswith("outlier"))
 

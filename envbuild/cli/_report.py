@@ -289,12 +289,8 @@ def _print_fleet(fleet: object) -> None:
         console.print(f"outlier: {escape(o.text)}", markup=True, soft_wrap=True)
     for note in fleet.notes:
         console.print(f"note: {escape(note)}", markup=True, soft_wrap=True)
-    if fleet.ok:
-        console.print(f"[green]every lot passed[/]; no outliers ({len(fleet.lots)} lots)", markup=True)
-    else:
-        failed = sum(1 for lot in fleet.lots if lot.verdict != "PASSED")
-        console.print(
-            f"[red]{failed} lot(s) did not pass[/], {len(fleet.outliers)} outlier(s) "
-            f"({len(fleet.lots)} lots)",
-            markup=True,
-        )
+    n, failed = len(fleet.lots), sum(1 for lot in fleet.lots if lot.verdict != "PASSED")
+    passed = f"[red]{failed} of {n} lots did not pass[/]" if failed else f"[green]all {n} lots passed[/]"
+    count = len(fleet.outliers)
+    outliers = f"[yellow]{count} outlier{'s' if count != 1 else ''}[/]" if count else "no outliers"
+    console.print(f"{passed}; {outliers}", markup=True)

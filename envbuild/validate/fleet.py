@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import statistics
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from envbuild.validate.verify import device_rows, installed_distributions, load_
 MAD_LIMIT = 3.0
 FLOOR = 0.10
 MIN_SECONDS = 1.0  # durations only
+DRIFT_SHOWN = 5  # distributions named in a package-set outlier
 TEMPLATE = "report/fleet.html.j2"
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 RAN = ("passed", "failed", "timed_out")  # a skipped or aborted stage's 0 s is not a duration
@@ -127,7 +128,26 @@ def load_fleet(paths: list[Path]) -> Fleet:
     lots = tuple(
         _lot(str(p) if n in clash else n, p, r) for n, p, r in zip(names, paths, reports, strict=True)
     )
-    return compare_lots(lots)
+    fleet = compare_lots(lots)
+    installed = {lot.lot: installed_distributions(r) for lot, r in zip(lots, reports, strict=True)}
+    return replace(fleet, outliers=tuple(_with_drift(o, lots, installed) for o in fleet.outliers))
+
+
+def _with_drift(o: Outlier, lots: tuple[Lot, ...], installed: dict[str, dict[str, str] | None]) -> Outlier:
+    """A package-set outlier, with the distributions that differ from a lot of the majority's set."""
+    if o.column != "packages" or o.reference is None:
+        return o
+    ref = next((lot.lot for lot in lots if lot.packages == o.reference), None)
+    mine, theirs = installed.get(o.lots[0]), installed.get(ref) if ref else None
+    if mine is None or theirs is None:
+        return o
+    drift = [
+        f"{name} {theirs.get(name) or 'absent'} -> {mine.get(name) or 'absent'}"
+        for name in sorted(set(mine) | set(theirs))
+        if mine.get(name) != theirs.get(name)
+    ]
+    more = f", {len(drift) - DRIFT_SHOWN} more" if len(drift) > DRIFT_SHOWN else ""
+    return replace(o, text=f"{o.text} ({', '.join(drift[:DRIFT_SHOWN])}{more}, against {ref})")
 
 
 def compare_lots(lots: tuple[Lot, ...]) -> Fleet:
