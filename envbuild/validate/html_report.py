@@ -6,8 +6,9 @@ from what report.json holds (already redacted by :func:`envbuild.validate.report
 generically where other parts of envbuild add to it (a check's records, a stage's warnings), so a
 new key shows up without a change here.
 
-Every string from the machine goes through :func:`html.escape`: the page is built with :func:`el`,
-which escapes every child and attribute value that is not markup this module made (:class:`Markup`).
+Every string from the machine goes through :func:`html.escape`: the page is built with
+:func:`envbuild.validate.html_build.el`, which escapes every child and attribute value that is not markup it
+made (:class:`~envbuild.validate.html_build.Markup`).
 
 In reading order: the verdict and the first failure; the stage ladder with durations (an SVG bar
 chart); package drift; the hardware facts; the checks with their assertions; the Blender renders.
@@ -16,9 +17,20 @@ chart); package drift; the hardware facts; the checks with their assertions; the
 from __future__ import annotations
 
 import base64
-import html
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
+
+from envbuild.validate.html_build import (
+    Markup,
+    as_dict,
+    el,
+    esc,
+    records_table,
+    rows,
+    stage_facts,
+    text_of,
+    value_view,
+)
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
@@ -56,67 +68,6 @@ details{margin:6px 0}
 """
 
 
-class Markup(str):
-    """Markup this module built (every text in it escaped); :func:`el` keeps it as it is."""
-
-
-def esc(value: object) -> str:
-    return html.escape(str(value), quote=True)
-
-
-Child = object  # str (escaped), Markup (kept), None (dropped), or an iterable of children
-
-
-def _children(children: Iterable[Child]) -> Iterable[str]:
-    for child in children:
-        if child is None:
-            continue
-        if isinstance(child, Markup):
-            yield child
-        elif isinstance(child, (list, tuple)) or (
-            not isinstance(child, (str, bytes)) and isinstance(child, Iterable)
-        ):
-            yield from _children(child)
-        else:
-            yield esc(child)
-
-
-def el(tag: str, *children: Child, **attrs: object) -> Markup:
-    """``<tag attrs>children</tag>``: attribute names end in ``_`` where Python needs it (``class_``),
-    ``_`` inside a name is ``-``; a value of None or False leaves the attribute out."""
-    parts = [tag]
-    for key, value in attrs.items():
-        if value is None or value is False:
-            continue
-        name = key.rstrip("_").replace("_", "-")
-        parts.append(name if value is True else f'{name}="{esc(value)}"')
-    return Markup(f"<{' '.join(parts)}>{''.join(_children(children))}</{tag}>")
-
-
-def _dict(value: object) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _stage(data: Mapping[str, Any], name: str) -> dict[str, Any]:
-    for s in data.get("stages") or []:
-        if isinstance(s, dict) and s.get("stage") == name:
-            facts = s.get("facts")
-            return facts if isinstance(facts, dict) else {}
-    return {}
-
-
-def _scalar(value: object) -> bool:
-    return value is None or isinstance(value, (str, int, float, bool))
-
-
-def _text(value: object) -> str:
-    if isinstance(value, list) and all(_scalar(v) for v in value):
-        return " ".join(str(v) for v in value)
-    if isinstance(value, float):
-        return f"{value:g}"
-    return "" if value is None else str(value)
-
-
 # -- sections -----------------------------------------------------------------------------------------
 
 
@@ -125,7 +76,7 @@ def verdict_section(data: Mapping[str, Any]) -> Markup:
     word = "PASSED" if ok else "FAILED"
     if data.get("interrupted"):
         word += f" (interrupted by {data.get('signal')})"
-    first = _dict(data.get("first_failure"))
+    first = as_dict(data.get("first_failure"))
     failure = None
     if first:
         stage = next(
@@ -146,8 +97,8 @@ def verdict_section(data: Mapping[str, Any]) -> Markup:
             class_="first-failure",
             id="first-failure",
         )
-    lock = _dict(data.get("lock"))
-    content = _dict(lock.get("content"))
+    lock = as_dict(data.get("lock"))
+    content = as_dict(lock.get("content"))
     meta = [
         ("lock", f"{lock.get('path')} (sha256 {str(lock.get('sha256', ''))[:16]}…)"),
         ("profile", content.get("profile_name")),
@@ -237,7 +188,7 @@ def ladder_section(data: Mapping[str, Any]) -> Markup:
                 el("td", f"{float(s.get('duration_s') or 0):.2f}"),
                 el(
                     "td",
-                    s.get("error") or _text((s.get("facts") or {}).get("reason")),
+                    s.get("error") or text_of((s.get("facts") or {}).get("reason")),
                     el("div", "hint: ", s.get("hint"), class_="note") if s.get("hint") else None,
                 ),
             )
@@ -255,7 +206,7 @@ def ladder_section(data: Mapping[str, Any]) -> Markup:
 def packages_section(data: Mapping[str, Any]) -> Markup:
     from envbuild.validate.report import _PACKAGE_LISTS
 
-    facts = _stage(data, "packages")
+    facts = stage_facts(data, "packages")
     if not facts:
         return Markup(el("h2", "Package drift", id="packages") + el("p", "No packages stage in this run."))
     counts = [
@@ -273,7 +224,7 @@ def packages_section(data: Mapping[str, Any]) -> Markup:
         items = facts.get(key)
         if not isinstance(items, list) or not items:
             continue
-        lis = el("ul", [el("li", el("code", _text(item))) for item in items])
+        lis = el("ul", [el("li", el("code", text_of(item))) for item in items])
         if key == "extras":  # listed, never a failure
             body.append(el("details", el("summary", f"{title} ({len(items)})"), lis))
         else:
@@ -290,38 +241,9 @@ def label_ok(facts: Mapping[str, Any]) -> str:
     return "the installed distributions satisfy the lock's declared requirements."
 
 
-def _rows(pairs: Iterable[tuple[str, object]]) -> Markup:
-    return Markup(
-        "".join(el("tr", el("th", k), el("td", _text(v))) for k, v in pairs if v not in (None, "", []))
-    )
-
-
-def _records_table(records: list[dict[str, Any]]) -> Markup:
-    """A table of records (each a dict), one column per key any of them has, in first-seen order."""
-    keys: list[str] = []
-    for r in records:
-        keys += [k for k in r if k not in keys]
-    return el(
-        "table",
-        el("tr", [el("th", k) for k in keys]),
-        [el("tr", [el("td", _value(r.get(k))) for k in keys]) for r in records],
-    )
-
-
-def _value(value: object) -> Markup | str:
-    """A value shown generically: scalars as text, a list of records as a table, a dict as rows."""
-    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-        return _records_table(value)
-    if isinstance(value, dict):
-        return el("table", [el("tr", el("th", k), el("td", _value(v))) for k, v in value.items()])
-    if isinstance(value, list) and not all(_scalar(v) for v in value):
-        return el("ul", [el("li", _value(v)) for v in value])
-    return _text(value)
-
-
 def hardware_section(data: Mapping[str, Any]) -> Markup:
-    host = _dict(data.get("host"))
-    py, os_, acc = _stage(data, "interpreter"), _stage(data, "os"), _stage(data, "accelerator")
+    host = as_dict(data.get("host"))
+    py, os_, acc = stage_facts(data, "interpreter"), stage_facts(data, "os"), stage_facts(data, "accelerator")
     mem = host.get("mem_available_bytes")
     facts = [
         ("hostname", host.get("hostname")),
@@ -339,13 +261,13 @@ def hardware_section(data: Mapping[str, Any]) -> Markup:
         ("driver", acc.get("driver")),
         ("GPUs torch sees", acc.get("device_count")),
     ]
-    out = el("h2", "Hardware", id="hardware") + el("table", _rows(facts))
-    devices = [d for d in _stage(data, "devices").get("devices") or [] if isinstance(d, dict)]
+    out = el("h2", "Hardware", id="hardware") + el("table", rows(facts))
+    devices = [d for d in stage_facts(data, "devices").get("devices") or [] if isinstance(d, dict)]
     if devices:
-        out += el("h3", "Devices") + _records_table(devices)
-    compute = [c for c in _stage(data, "compute").get("checks") or [] if isinstance(c, dict)]
+        out += el("h3", "Devices") + records_table(devices)
+    compute = [c for c in stage_facts(data, "compute").get("checks") or [] if isinstance(c, dict)]
     if compute:
-        out += el("h3", "Matmul against a float64 reference") + _records_table(compute)
+        out += el("h3", "Matmul against a float64 reference") + records_table(compute)
     return Markup(out)
 
 
@@ -355,7 +277,7 @@ TAIL_CHARS = 4000
 def checks_section(data: Mapping[str, Any]) -> Markup:
     """Every check: its status and error, then each of its records generically (argv, exit status,
     seconds, assertions as a table, ...), the output tail last."""
-    facts = _stage(data, "checks")
+    facts = stage_facts(data, "checks")
     stage = next(
         (s for s in data.get("stages") or [] if isinstance(s, dict) and s.get("stage") == "checks"), None
     )
@@ -365,15 +287,15 @@ def checks_section(data: Mapping[str, Any]) -> Markup:
     entries = [e for e in facts.get("checks") or [] if isinstance(e, dict)]
     if not entries:
         why = stage.get("error") or facts.get("reason") or stage.get("status")
-        return Markup(head + el("p", _text(why)))
+        return Markup(head + el("p", text_of(why)))
     out = [head]
     where = [("workdir", facts.get("workdir")), ("python", facts.get("python"))]
     if any(v for _, v in where):
-        out.append(el("table", _rows(where)))
+        out.append(el("table", rows(where)))
     for e in entries:
         status = str(e.get("status"))
-        rows = [
-            el("tr", el("th", k), el("td", _value(v)))
+        records = [
+            el("tr", el("th", k), el("td", value_view(v)))
             for k, v in e.items()
             if k not in ("name", "status", "error", "output_tail") and v not in (None, "", [])
         ]
@@ -383,7 +305,7 @@ def checks_section(data: Mapping[str, Any]) -> Markup:
                 "section",
                 el("h3", el("code", e.get("name")), ": ", el("span", status, class_=f"st-{status}")),
                 el("div", e.get("error"), class_="warn") if e.get("error") else None,
-                el("table", rows),
+                el("table", records),
                 el("details", el("summary", "output (last lines)"), el("pre", tail))
                 if tail.strip()
                 else None,
@@ -394,7 +316,7 @@ def checks_section(data: Mapping[str, Any]) -> Markup:
 
 
 def blender_section(data: Mapping[str, Any], images: Mapping[str, bytes]) -> Markup:
-    facts = _stage(data, "blender")
+    facts = stage_facts(data, "blender")
     renders = [r for r in facts.get("renders") or [] if isinstance(r, dict)]
     if not renders and not facts.get("version"):
         return Markup()
@@ -419,7 +341,7 @@ def blender_section(data: Mapping[str, Any], images: Mapping[str, bytes]) -> Mar
     return Markup(
         el("h2", "Blender renders", id="blender")
         + el("p", summary)
-        + (_records_table(renders) if renders else Markup())
+        + (records_table(renders) if renders else Markup())
         + Markup("".join(figures))
     )
 
