@@ -275,8 +275,8 @@ def test_lock_conflict_names_the_requirements_and_writes_nothing(
     done = envbuild(env, "lock", bundle, "--index-url", urls.main)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "error: E-REQ-CONFLICT:" in done.stdout
-    assert "leftpad (profile:python.packages[0]: leftpad)" in done.stderr
-    assert "rightpad (profile:python.packages[1]: rightpad)" in done.stderr
+    assert "leftpad (profile:python.packages[0]: leftpad)" in done.stdout
+    assert "rightpad (profile:python.packages[1]: rightpad)" in done.stdout
     assert "nothing written" in done.stderr
     assert "Traceback" not in done.stderr
     assert snapshot(bundle) == before  # both files byte-identical, no .part file left behind
@@ -305,8 +305,8 @@ def test_lock_conflict_between_the_profile_and_its_requirements_file(
     done = envbuild(env, "lock", bundle, "--index-url", urls.main)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "error: E-REQ-CONFLICT:" in done.stdout
-    assert "profile:python.packages[0]: fakedep==1.1" in done.stderr
-    assert "requirements.txt:2: fakedep<1.1" in done.stderr
+    assert "profile:python.packages[0]: fakedep==1.1" in done.stdout
+    assert "requirements.txt:2: fakedep<1.1" in done.stdout
     assert snapshot(bundle) == before
 
 
@@ -445,8 +445,8 @@ def test_hash_locked_input_with_a_wrong_hash_is_e_req_hash(
     done = envbuild(env, "lock", bundle, "--index-url", urls.main)
     assert done.returncode == 1, done.stdout + done.stderr
     assert re.findall(r"^error: ([A-Z0-9-]+):", done.stdout, re.M) == ["E-REQ-HASH"]
-    assert "requirements.txt:1: fakedep==1.1" in done.stderr
-    assert f"fakedep-1.1-py3-none-any.whl (sha256:{sha})" in done.stderr
+    assert "requirements.txt:1: fakedep==1.1" in done.stdout
+    assert f"fakedep-1.1-py3-none-any.whl (sha256:{sha})" in done.stdout
     assert snapshot(bundle) == before
 
 
