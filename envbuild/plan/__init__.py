@@ -40,7 +40,7 @@ from dataclasses import replace
 from envbuild.catalog import Catalog, load_catalog
 from envbuild.errors import CatalogError, UsageError, choices
 from envbuild.models import CheckResult, Plan, Profile
-from envbuild.plan import abi, environment, hardware, packages, resolve, toolkit
+from envbuild.plan import abi, environment, hardware, packages, pins, resolve, toolkit
 from envbuild.plan.blender import check_blender
 from envbuild.plan.context import Context, setting
 from envbuild.plan.findings import Findings
@@ -131,7 +131,7 @@ def check(
         toolkit.resolve_toolkit_without_torch(ctx, out)
     builds, vcs = packages.check_requirement_urls(ctx, out)
     ctx.compiles = builds or (ctx.patch is not None and profile.validate_.compile_extensions)
-    packages.resolve_pins(ctx, out)
+    pins.resolve_pins(ctx, out)
     check_nvidia_pins(ctx, out)
     packages.check_hash_mode(ctx, out)
     packages.check_declared_pins(ctx, out)

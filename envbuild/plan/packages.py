@@ -2,8 +2,7 @@
 package indexes of the plan.
 
 The torch-family pins and their companions are :mod:`envbuild.plan.pins` and
-:mod:`envbuild.plan.companion_pairing`; :func:`resolve_pins` is importable from here too, where ``check``
-calls it (``packages.resolve_pins``)."""
+:mod:`envbuild.plan.companion_pairing`."""
 
 from __future__ import annotations
 
@@ -15,7 +14,6 @@ from packaging.utils import canonicalize_name
 from envbuild.models import IndexUrl, RequirementLine
 from envbuild.plan.context import Context
 from envbuild.plan.findings import Findings
-from envbuild.plan.pins import resolve_pins as resolve_pins  # check calls packages.resolve_pins
 from envbuild.plan.versions import (
     applies_on_image,
     is_sdist_or_vcs,
