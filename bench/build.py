@@ -31,7 +31,8 @@ from envbuild.image.build import BuildResult, build_image
 from envbuild.image.diff import diff_files
 from envbuild.image.engine import docker_client
 from envbuild.image.fetch import fetch
-from envbuild.image.record import Record, record_image
+from envbuild.image.record import Record
+from envbuild.image.recording import record_image
 
 NAIVE_DOCKERFILE = """\
 # The naive way: one stage, the wheelhouse copied in, tools left installed, pip's defaults.

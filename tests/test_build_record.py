@@ -19,7 +19,8 @@ import pytest
 
 from envbuild.errors import BuildError, BundleError
 from envbuild.image.diff import diff_files, format_diff
-from envbuild.image.record import Record, read_record, read_saved_image
+from envbuild.image.record import Record, read_record
+from envbuild.image.save_stream import read_saved_image
 
 Member = tuple[str, str, bytes | str | None, int]  # (name, kind, content or link target, mode)
 

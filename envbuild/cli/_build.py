@@ -225,7 +225,7 @@ def build_command(
         _say(f"run it with: {run_line}")
     if not no_record:
         from envbuild.cli._image import write_record
-        from envbuild.image.record import record_path_for
+        from envbuild.image.recording import record_path_for
 
         write_record(api, bundle, built.tag, base_image, record_path)
         record_path = record_path if record_path is not None else record_path_for(bundle, built.tag)

@@ -41,7 +41,7 @@ def bundle_base_image(bundle: Path, override: str | None) -> str | None:
 
 def write_record(api: Any, bundle: Path, tag: str, base_image: str | None, path: Path | None) -> Record:
     """Record the image ``tag`` just built from ``bundle`` and write it (default beside the build log)."""
-    from envbuild.image.record import record_image, record_path_for
+    from envbuild.image.recording import record_image, record_path_for
 
     started = time.monotonic()
     record = record_image(api, tag, bundle=bundle, base_image=bundle_base_image(bundle, base_image))
@@ -56,7 +56,8 @@ def write_record(api: Any, bundle: Path, tag: str, base_image: str | None, path:
 
 def _side(api_holder: list[Any], ref: str) -> tuple[str, ImageFiles]:
     """A build record (a file) or an image in the engine, as its files."""
-    from envbuild.image.record import image_files, read_record
+    from envbuild.image.record import read_record
+    from envbuild.image.recording import image_files
 
     path = Path(ref)
     if path.suffix == ".json" or path.is_file():
@@ -131,7 +132,7 @@ def image_diff(a: str, b: str, as_json: bool, limit: int) -> None:
 def image_record(image: str, out: Path, bundle: Path | None, base_image: str | None) -> None:
     """Write the build record of IMAGE (an image in the engine) to --out."""
     from envbuild.image.engine import api_client
-    from envbuild.image.record import record_image
+    from envbuild.image.recording import record_image
 
     api = api_client()
     base = bundle_base_image(bundle, base_image) if bundle is not None else base_image

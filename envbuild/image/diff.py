@@ -19,7 +19,8 @@ import posixpath
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from envbuild.image.record import FileEntry, ImageFiles, owner_key
+from envbuild.image.record import FileEntry, ImageFiles
+from envbuild.image.save_stream import owner_key
 
 # (pattern, reason): paths whose content changes from build to build without any input changing.
 NOISE: tuple[tuple[str, str], ...] = (
