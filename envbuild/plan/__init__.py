@@ -40,7 +40,17 @@ from dataclasses import replace
 from envbuild.catalog import Catalog, load_catalog
 from envbuild.errors import CatalogError, UsageError, choices
 from envbuild.models import CheckResult, Plan, Profile
-from envbuild.plan import abi, environment, hardware, packages, pins, resolve, toolkit
+from envbuild.plan import (
+    abi,
+    environment,
+    hardware,
+    host_driver,
+    memory_lots,
+    packages,
+    pins,
+    resolve,
+    toolkit,
+)
 from envbuild.plan.blender import check_blender
 from envbuild.plan.context import Context, setting
 from envbuild.plan.findings import Findings
@@ -139,15 +149,15 @@ def check(
     hardware.check_vendor(ctx, out)
     hardware.check_arch(ctx, out)
     hardware.check_toolkit_minimums(ctx, out)
-    hardware.check_driver(ctx, out)
-    hardware.check_memory_and_lots(ctx, out)
+    host_driver.check_driver(ctx, out)
+    memory_lots.check_memory_and_lots(ctx, out)
     provision = environment.python_provision(ctx, out)
     image, flavor = environment.base_image(ctx, out)
     environment.check_glibc(ctx, out)
     apt_sources, apt_snapshot_url = environment.apt_snapshot(ctx, out, flavor, provision)
     blender_version, blender_url, blender_sha = check_blender(ctx, out)
     packages.note_unresolved(ctx, out)
-    hardware.note_provisional_driver(ctx, out)
+    host_driver.note_provisional_driver(ctx, out)
     if catalog.overlay is not None:  # the user's overlay (envbuild catalog refresh): its age, its rows
         from envbuild.catalog.overlay import findings as overlay_findings
 
@@ -190,7 +200,7 @@ def check(
         apt_snapshot_url=apt_snapshot_url,
         torch_arch_list=arch_list,
         required_archs=tuple(sorted({c.arch for c in cards if c.arch})),
-        min_driver=hardware.min_driver(ctx),
+        min_driver=host_driver.min_driver(ctx),
         compiles=ctx.compiles,
         blender_version=blender_version,
         blender_url=blender_url,
