@@ -119,7 +119,8 @@ def test_a_killed_render_leaves_no_lock_that_blocks_the_next(tmp_path: Path) -> 
         [
             sys.executable,
             "-c",
-            "import sys, time\nfrom pathlib import Path\nfrom envbuild.render.bundle import render_lock\n"
+            "import sys, time\nfrom pathlib import Path\n"
+            "from envbuild.render.render_lock import render_lock\n"
             f"with render_lock(Path({str(out)!r})):\n    print('held', flush=True)\n    time.sleep(300)\n",
         ],
         stdout=subprocess.PIPE,
