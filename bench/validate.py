@@ -75,7 +75,8 @@ def main() -> int:
 
     from envbuild.validate import run_validation
     from envbuild.validate.probe import run_probe
-    from envbuild.validate.stages import STAGE_NAMES, extension_cache_dir
+    from envbuild.validate.stage_runners import extension_cache_dir
+    from envbuild.validate.stages import STAGE_NAMES
 
     # As in the image (PATH=/opt/venv/bin:$PATH): the profile's pilot check runs `python`.
     os.environ["PATH"] = f"{Path(args.python).parent}{os.pathsep}{os.environ.get('PATH', '')}"

@@ -43,18 +43,13 @@ from envbuild.errors import ReportError, UsageError
 from envbuild.models import Lock, read_lock
 from envbuild.validate.host import host_facts
 from envbuild.validate.interp import DEFAULT_LOCK, SOURCE_SELF, choose_python, default_workdir, find_lock
+from envbuild.validate.ladder import Interrupted, run_stages
 from envbuild.validate.model import FirstFailure, LockRef, Report, StageResult
 from envbuild.validate.probe import kill_current
 from envbuild.validate.report import discard_run_dir, new_run_dir, write_report
 from envbuild.validate.runfolder import StaleRun, clear_env, finish_run, settle_stale_runs, start_run
-from envbuild.validate.stages import (
-    STAGE_NAMES,
-    Interrupted,
-    StageContext,
-    run_stages,
-    select_stages,
-    skip_reasons,
-)
+from envbuild.validate.stage_context import StageContext
+from envbuild.validate.stages import STAGE_NAMES, select_stages, skip_reasons
 from envbuild.validate.verify import diff_reports, load_report, verify_report
 from envbuild.validate.worker import kill_workers
 

@@ -48,7 +48,7 @@ class TorchWorker:
         self.starts = 0
         self._next_id = 0
         # One request at a time: the extensions stage may call from its background thread while the
-        # ladder calls from the main one (see stages._extensions).
+        # ladder calls from the main one (see stage_runners._extensions).
         self._calling = threading.Lock()
         self.caller: int | None = None  # the thread whose request runs now (kill_for_thread)
 

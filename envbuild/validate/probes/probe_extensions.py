@@ -160,7 +160,7 @@ def cache_folder() -> tuple[str | None, str]:
 
 class NeedsBuild(Exception):
     """``cached_only``: an op is not in the cache (or its cached build does not load): build it in a
-    process of its own instead (see stages._extensions)."""
+    process of its own instead (see stage_runners._extensions)."""
 
 
 def load_op(kind: str, build_root: str, compiler: str, **sources: Any) -> tuple[Any, dict[str, Any]]:
