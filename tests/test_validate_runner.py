@@ -23,10 +23,12 @@ from pathlib import Path
 import pytest
 
 from envbuild.models import CheckSpec
-from envbuild.validate import runner
+from envbuild.validate import proc_table, run_output
 from envbuild.validate.checks import run_checks
 from envbuild.validate.probe import run_probe
-from envbuild.validate.runner import MarkerScanner, StreamBuffer, kill_current, run_process
+from envbuild.validate.run_output import MarkerScanner, StreamBuffer
+from envbuild.validate.run_tree import kill_current
+from envbuild.validate.runner import run_process
 
 PY = sys.executable
 ROOT = Path(__file__).resolve().parents[1]
@@ -211,13 +213,13 @@ def test_300_mb_of_output_keeps_memory_flat() -> None:
     got = json.loads(proc.stdout)
     size = 300 * 1024 * 1024 + len('ENVBUILD-RESULT {"ok": 1}\n')
     assert got["rss_kib"] < 150 * 1024, got["rss_kib"]
-    assert got["total"] == size and got["tail"] == runner.TAIL_BYTES
-    assert got["dropped"] == size - runner.TAIL_BYTES
+    assert got["total"] == size and got["tail"] == run_output.TAIL_BYTES
+    assert got["dropped"] == size - run_output.TAIL_BYTES
     assert got["facts"]["stdout_dropped_bytes"] == got["dropped"]
     assert got["line"] == 'ENVBUILD-RESULT {"ok": 1}'
     outcome, data, facts, tail_chars = got["probe"]
     assert outcome == "ok" and data == {"ok": 1}
-    assert facts["stdout_dropped_bytes"] == size - runner.TAIL_BYTES and tail_chars == 2000
+    assert facts["stdout_dropped_bytes"] == size - run_output.TAIL_BYTES and tail_chars == 2000
 
 
 def test_kill_current_stops_the_whole_tree(marker: str) -> None:
@@ -239,7 +241,7 @@ def test_without_a_subreaper_the_pipes_are_still_closed_in_bounded_time(
     marker: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Where no subreaper can be set, a daemon out of the group survives, but does not block the run."""
-    monkeypatch.setattr(runner._Subreaper, "_available", False)
+    monkeypatch.setattr(proc_table._Subreaper, "_available", False)
     start = time.monotonic()
     res = run_process(_py(_daemon_code(marker, "time.sleep(600)"), marker), timeout_s=1, drain_s=1)
     assert time.monotonic() - start < 1 + 1 + 2
@@ -261,7 +263,7 @@ def test_the_subreaper_is_restored_after_a_run(marker: str) -> None:
     value = ctypes.c_int(-1)
     res = run_process(_py("print('hi')", marker), timeout_s=10)
     assert res.returncode == 0 and res.stdout.tail == b"hi\n"
-    assert libc.prctl(runner.PR_GET_CHILD_SUBREAPER, ctypes.byref(value), 0, 0, 0) == 0
+    assert libc.prctl(proc_table.PR_GET_CHILD_SUBREAPER, ctypes.byref(value), 0, 0, 0) == 0
     assert value.value == 0
 
 

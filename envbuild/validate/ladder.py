@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from envbuild.validate import decide
 from envbuild.validate.model import StageResult
-from envbuild.validate.runner import kill_thread_runs
+from envbuild.validate.run_tree import kill_thread_runs
 from envbuild.validate.stage_context import ProbeFailed, StageContext
 from envbuild.validate.stage_runners import RUNNERS
 from envbuild.validate.stages import _SPECS, FACTS, STAGE_NAMES, STAGES, TORCH_STAGES, StageSpec

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from envbuild.validate.redact import redact_text
-from envbuild.validate.runner import MARKER_LINE_MAX, RunResult, run_process
-from envbuild.validate.runner import kill_current as kill_current
+from envbuild.validate.run_output import MARKER_LINE_MAX
+from envbuild.validate.run_tree import kill_current as kill_current
+from envbuild.validate.runner import RunResult, run_process
 
 RESULT_MARKER = "ENVBUILD-RESULT "
 PROBES_DIR = Path(__file__).resolve().parent / "probes"

@@ -24,7 +24,8 @@ from typing import Any
 
 from envbuild.validate.probe import PROBES_DIR, ProbeResult, probe_path
 from envbuild.validate.redact import redact_text
-from envbuild.validate.runner import SPAWN_LOCK, StreamBuffer, protect, unprotect
+from envbuild.validate.run_output import StreamBuffer
+from envbuild.validate.run_tree import SPAWN_LOCK, protect, unprotect
 
 ANSWER_MAX = 8 << 20  # one answer line; a larger one is a broken worker
 TAIL = 2000
