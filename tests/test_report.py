@@ -16,8 +16,7 @@ from validate_support import cpu_lock, venv_distributions
 
 from envbuild.boundary import to_json
 from envbuild.models import CheckSpec
-from envbuild.validate import diff_reports, load_report, run_validation, verify_report
-from envbuild.validate import report as report_module
+from envbuild.validate import diff_reports, load_report, markdown_report, run_validation, verify_report
 from envbuild.validate.redact import REDACTED, redact_env, redact_text
 
 
@@ -191,11 +190,11 @@ def test_markdown_shows_a_failed_checks_output_tail_bounded_and_redacted(
     assert "- error: exit status 3, expected 0" in section
     block = section[section.index("````\n") + 5 : section.rindex("\n````")]  # a fence longer than ```
     lines = block.splitlines()
-    assert len(lines) == report_module.TAIL_LINES
+    assert len(lines) == markdown_report.TAIL_LINES
     assert lines[0] == "line 063" and lines[-3:] == ["line 100", "token [REDACTED]", "```"]
     assert "hf_checkOutputSecret77" not in md
-    assert report_module.output_tail("x" * 10_000 + "\nend").endswith("end")
-    assert len(report_module.output_tail("y" * 10_000)) == report_module.TAIL_CHARS
+    assert markdown_report.output_tail("x" * 10_000 + "\nend").endswith("end")
+    assert len(markdown_report.output_tail("y" * 10_000)) == markdown_report.TAIL_CHARS
 
 
 def test_diff_two_reports(tmp_path: Path) -> None:

@@ -204,7 +204,7 @@ def ladder_section(data: Mapping[str, Any]) -> Markup:
 
 
 def packages_section(data: Mapping[str, Any]) -> Markup:
-    from envbuild.validate.report import _PACKAGE_LISTS
+    from envbuild.validate.markdown_report import _PACKAGE_LISTS
 
     facts = stage_facts(data, "packages")
     if not facts:
