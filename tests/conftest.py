@@ -26,6 +26,7 @@ BASE_IMAGE = os.environ.get("ENVBUILD_TEST_BASE_IMAGE", "envbuild/debian:12")
 IMAGE_GROUPS = ("pytorch-cpu", "blender-cpu", "container-box", "rebuild-proof")
 
 
+@pytest.hookimpl(trylast=True)  # after xdist's own hook, which names the groups in the node ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Check that image-sharing docker tests are grouped, and (in an xdist worker) put the image groups
     first, then the other docker and slow tests, then the rest; the order within each stays the same."""
@@ -42,6 +43,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         )
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
+    if getattr(config.option, "loadgroup", False):
+        _name_groups_in_node_ids(items)
+        split = [i.nodeid for i in items if i.get_closest_marker("xdist_group") and "@" not in i.nodeid]
+        if split:  # xdist would hand these out one by one: every worker would build their images
+            raise pytest.UsageError(
+                f"xdist groups not in the node ids (pytest {pytest.__version__}): {split}"
+            )
 
     def rank(item: pytest.Item) -> tuple[int, int]:
         group = item.get_closest_marker("xdist_group")
@@ -53,6 +61,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return (2, 0)
 
     items.sort(key=rank)
+
+
+def _name_groups_in_node_ids(items: list[pytest.Item]) -> None:
+    """``--dist loadgroup`` sends a group to one worker by the ``@group`` that xdist appends to each
+    grouped test's node id in the worker.  Under pytest 9.2, whose node ids are structured, xdist 3.8's
+    rename no longer takes and the groups are silently split (pytest-dev/pytest-xdist#1386): append it
+    the way pytest 9.2 stores it.  Where xdist's rename took (older pytest, a fixed xdist), nothing."""
+    for item in items:
+        names = {
+            str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+            for m in item.iter_markers("xdist_group")
+        }
+        nodeid = item.nodeid
+        if not names or nodeid.rfind("@") > nodeid.rfind("]") or not hasattr(item, "_id"):
+            continue
+        from _pytest.nodeid import NodeId  # pytest >= 9.2
+
+        item._id = NodeId.parse(f"{nodeid}@{'_'.join(sorted(names))}")
 
 
 def _own_shared_fixtures(item: pytest.Item) -> list[tuple[str, str]]:
