@@ -21,15 +21,8 @@ from envbuild.errors import UsageError
 from envbuild.image.run import REFUSED_DOCKER_ARGS, apply_docker_args, device_options, parse_docker_args
 from envbuild.models import Lock
 from envbuild.runopts import host_group_ids, lock_run_options, run_command, run_options
-from envbuild.validate.container import (
-    GIB,
-    cgroup_facts,
-    decide_container,
-    needed_nodes,
-    node_facts,
-    parse_cpuset,
-    shm_size_gib,
-)
+from envbuild.validate.container import GIB, decide_container, shm_size_gib
+from envbuild.validate.container_facts import cgroup_facts, needed_nodes, node_facts, parse_cpuset
 from envbuild.validate.stages import STAGE_NAMES
 
 LOCK_FILE = Path(__file__).parent / "data" / "bundles" / "tiny" / "envbuild.lock.json"

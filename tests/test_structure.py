@@ -24,7 +24,6 @@ MAX_LINES = 400
 
 # Modules still over MAX_LINES: to be split.
 OVER_LIMIT_TO_BE_SPLIT = {
-    "envbuild/validate/container.py",  # to be split (validate/* is being edited)
     "envbuild/validate/probes/probe_extensions.py",  # to be split
 }
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from envbuild.models import CheckSpec
 from envbuild.resources import cache_dir
-from envbuild.validate import blender, checks, container, decide, decide_work, gpu, interp
+from envbuild.validate import blender, checks, container, container_facts, decide, decide_work, gpu, interp
 from envbuild.validate.host import mem_available_bytes
 from envbuild.validate.model import StageResult
 from envbuild.validate.stage_context import ProbeFailed, StageContext, probe, probe_data
@@ -35,7 +35,7 @@ def _os(ctx: StageContext) -> StageResult:
 
 def _container(ctx: StageContext) -> StageResult:
     # read by the validator's own process: same user, limits and devices as the job in this container
-    return container.decide_container(ctx.lock, container.collect(ctx.lock))
+    return container.decide_container(ctx.lock, container_facts.collect(ctx.lock))
 
 
 def _packages(ctx: StageContext) -> StageResult:
