@@ -68,7 +68,7 @@ def test_dry_run_fails_accelerator_with_hint_and_writes_a_verified_report(tmp_pa
     assert lock["backend"] == "cuda" and [t["id"] for t in lock["targets"]] == ["h200"]
     assert report["lock"]["content"]["python_executable"] == sys.executable
 
-    assert re.search(r": intact$", proc.stdout, re.MULTILINE), output  # envbuild report verify passed
+    assert re.search(r": intact\b", proc.stdout, re.MULTILINE), output  # envbuild report verify passed
     assert "report verify exit 0" in proc.stdout
     assert "hint: no /dev/nvidia* device nodes" in proc.stdout  # the summary shows the hint
 
