@@ -156,7 +156,7 @@ LOCK_SOURCES = ("--index-url", "https://pypi.org/simple", "--find-links", "/opt/
 @pytest.fixture(scope="session")
 def locked_pytorch_cpu(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The built-in ``pytorch-cpu`` bundle, rendered, locked and fetched once per test run (shared by the
-    xdist workers: treat it as read-only, or copy it)."""
+    xdist workers: add files to it, change none)."""
     from build_support import envbuild
 
     def make(folder: Path) -> None:
