@@ -246,8 +246,11 @@ def test_the_path_hint_takes_at_most_two_lines_and_warnings_reach_the_terminal(t
     """Issue 24: 12 lines of PATH hints on every run.  An impostor ``python`` / ``python3`` first on
     PATH, an 80-column terminal: the warning is printed once, below the table, in at most 2 lines."""
     import subprocess
+    import tempfile
 
-    impostor = tmp_path / "shims"
+    # a short folder (not under pytest's tmp path, whose length varies with xdist's worker folder): the
+    # hint's length is then the message's, not that of the test's temporary path
+    impostor = Path(tempfile.mkdtemp(prefix="envb-", dir="/tmp")) / "shims"
     impostor.mkdir()
     for name in ("python", "python3"):
         (impostor / name).write_text("#!/bin/sh\nexit 97\n")
