@@ -28,22 +28,7 @@ OVER_LIMIT_TO_BE_SPLIT: set[str] = set()
 # Import circles outside the modules split so far, each a sorted tuple of the modules in one strongly
 # connected component; test_no_import_circle is xfail (strict) while this is not empty, so it fails
 # once they are fixed, as a reminder to empty this.
-KNOWN_CIRCLES: set[tuple[str, ...]] = {
-    # envbuild/cli/__init__.py imports every command module (at its end, to register the commands)
-    # and each imports `cli`, `handle_errors` ... from envbuild/cli/__init__.py (cli/* is being
-    # migrated to click by its owner; the shared decorators could live in a module of their own).
-    (
-        "envbuild.cli",
-        "envbuild.cli._build",
-        "envbuild.cli._catalog",
-        "envbuild.cli._check",
-        "envbuild.cli._image",
-        "envbuild.cli._lock",
-        "envbuild.cli._profiles",
-        "envbuild.cli._render",
-        "envbuild.cli._validate",
-    ),
-}
+KNOWN_CIRCLES: set[tuple[str, ...]] = set()
 
 
 def _modules() -> dict[str, Path]:

@@ -1,101 +1,15 @@
 """The command line (click): parse arguments, call the stages, print, map errors to exit codes.
 
-Each group of commands lives in its own module and registers itself on :data:`cli`; what they print
-follows :mod:`envbuild.cli.output`.  Nothing here imports torch or docker: they are imported by the
-commands that use them, when they run.
+Each group of commands lives in its own module and registers itself on :data:`cli`
+(:mod:`envbuild.cli.app`, which holds the group, the shared options and error handling); what they
+print follows :mod:`envbuild.cli.output`.  Nothing here imports torch or docker: they are imported by
+the commands that use them, when they run.
 """
 
 from __future__ import annotations
 
-import functools
-import sys
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+# The command modules register their commands on `cli` when imported.
+from envbuild.cli import _build, _catalog, _check, _image, _lock, _profiles, _render, _validate  # noqa: F401
+from envbuild.cli.app import F, cli, handle_errors, json_option, main, parse, run, verbose_option
 
-import click
-
-from envbuild import __version__
-from envbuild.errors import EnvbuildError
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def handle_errors(func: F) -> F:
-    """Turn an :class:`EnvbuildError` into a clear message on stderr and its exit code (with ``--json``,
-    also the ``ok: false`` object on stdout)."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except EnvbuildError as exc:
-            if kwargs.get("as_json"):
-                from envbuild.cli.output import envelope, error_findings, print_json
-
-                command = click.get_current_context().command_path.split(" ", 1)[-1]
-                print_json(envelope(command, ok=False, findings=error_findings(exc)))
-            click.echo(f"envbuild: error: {exc}", err=True)
-            sys.exit(exc.exit_code)
-        except KeyboardInterrupt:
-            click.echo("envbuild: interrupted", err=True)
-            sys.exit(130)
-
-    return wrapper  # type: ignore[return-value]
-
-
-def json_option(help: str) -> Callable[[F], F]:
-    """``--json``: the command's result as one JSON object on stdout (see :mod:`envbuild.cli.output`)."""
-    return click.option("--json", "as_json", is_flag=True, help=help)
-
-
-def verbose_option(
-    help: str = "Also show each finding's source (catalog row, metadata, URL).",
-) -> Callable[[F], F]:
-    return click.option("-v", "--verbose", is_flag=True, help=help)
-
-
-CONTEXT = {"help_option_names": ["-h", "--help"]}
-
-
-@click.group(context_settings=CONTEXT)
-@click.version_option(
-    __version__, "-V", "--version", prog_name="envbuild", message="%(prog)s, version %(version)s"
-)
-def cli() -> None:
-    """Render, build and validate containerised GPU environments for rented machines.
-
-    The result goes to stdout, progress to stderr; --json prints one object (docs/output.schema.json).
-    Exit 0 ok, 1 error findings or a failed validation, 2 usage or input error, 3 engine, network or
-    environment error."""
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    run(sys.argv[1:] if argv is None else list(argv))
-
-
-def run(argv: Sequence[str]) -> None:
-    """Parse ``argv`` (without the program name), run the command, exit with its status."""
-    cli.main(args=list(argv), prog_name="envbuild")
-
-
-def parse(argv: Sequence[str]) -> tuple[click.Command, dict[str, Any]]:
-    """The command ``argv`` names and its parameters, as :func:`run` would call it, without running it
-    (a usage error exits 2)."""
-    try:
-        ctx = cli.make_context("envbuild", list(argv))
-        command: click.Command = cli
-        args = [*ctx._protected_args, *ctx.args]
-        while isinstance(command, click.Group):
-            _, found, args = command.resolve_command(ctx, args)
-            assert found is not None
-            command = found
-            ctx = command.make_context(command.name, args, parent=ctx)
-            args = [*ctx._protected_args, *ctx.args]
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    return command, ctx.params
-
-
-# Each module registers its commands on `cli` (imported last: they import `cli` from here).
-from envbuild.cli import _build, _catalog, _check, _image, _lock, _profiles, _render, _validate  # noqa: E402, F401
+__all__ = ["F", "cli", "handle_errors", "json_option", "main", "parse", "run", "verbose_option"]

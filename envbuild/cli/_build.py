@@ -9,8 +9,8 @@ from pathlib import Path
 
 import click
 
-from envbuild.cli import cli, handle_errors, json_option
 from envbuild.cli._lock import index_options, links
+from envbuild.cli.app import cli, handle_errors, json_option
 from envbuild.cli.output import envelope, print_json
 
 

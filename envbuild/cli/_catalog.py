@@ -7,7 +7,7 @@ import json
 import click
 
 from envbuild.boundary import to_data
-from envbuild.cli import cli, handle_errors, json_option
+from envbuild.cli.app import cli, handle_errors, json_option
 from envbuild.cli.output import envelope, print_json
 
 

@@ -14,8 +14,8 @@ from typing import Any
 import click
 
 from envbuild.boundary import to_data
-from envbuild.cli import cli, handle_errors, json_option, verbose_option
 from envbuild.cli._lock import index_options, links
+from envbuild.cli.app import cli, handle_errors, json_option, verbose_option
 from envbuild.cli.output import envelope, print_findings, print_json
 from envbuild.errors import EXIT_FINDINGS, EXIT_OK
 from envbuild.models import CheckResult, Plan

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from envbuild.cli import cli, handle_errors, json_option
+from envbuild.cli.app import cli, handle_errors, json_option
 from envbuild.cli.output import envelope, print_json
 from envbuild.errors import EXIT_FINDINGS, EXIT_OK
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from envbuild.boundary import to_data
-from envbuild.cli import F, cli, handle_errors, json_option, verbose_option
+from envbuild.cli.app import F, cli, handle_errors, json_option, verbose_option
 from envbuild.cli.output import envelope, print_findings, print_json
 from envbuild.errors import EXIT_FINDINGS
 from envbuild.models import Plan

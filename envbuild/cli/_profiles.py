@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from envbuild.cli import cli, handle_errors, json_option
+from envbuild.cli.app import cli, handle_errors, json_option
 
 
 @cli.command("profiles")

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from envbuild.cli import cli, handle_errors, json_option, verbose_option
 from envbuild.cli._check import order_options, order_summary
+from envbuild.cli.app import cli, handle_errors, json_option, verbose_option
 from envbuild.cli.output import envelope, print_findings, print_json
 from envbuild.errors import EXIT_FINDINGS
 

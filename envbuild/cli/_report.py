@@ -30,7 +30,7 @@ INTEGRITY_NOTE = (
 
 def register(group: click.Group) -> None:
     """Add the report commands to ``group``."""
-    from envbuild.cli import handle_errors, json_option
+    from envbuild.cli.app import handle_errors, json_option
 
     @group.command("verify")
     @click.argument("directory", type=click.Path(path_type=Path))

@@ -18,8 +18,8 @@ from typing import Any
 
 import click
 
-from envbuild.cli import cli, handle_errors, json_option
 from envbuild.cli._report import register as register_report_commands
+from envbuild.cli.app import cli, handle_errors, json_option
 from envbuild.cli.output import envelope, print_json
 from envbuild.errors import UsageError
 
