@@ -85,12 +85,9 @@ def open_url(url: str, *, accept: str | None = None, timeout: float = TIMEOUT_S)
     headers = {"User-Agent": USER_AGENT}
     if accept:
         headers["Accept"] = accept
-    if parts.username is not None:  # user info in the URL (a private index): sent as HTTP basic auth
-        import base64
-
-        user_pass = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
-        headers["Authorization"] = "Basic " + base64.b64encode(user_pass.encode()).decode()
-        url = urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+    url, authorization = basic_auth(url)  # user info in the URL (a private index): HTTP basic auth
+    if authorization is not None:
+        headers["Authorization"] = authorization
     request = urllib.request.Request(url, headers=headers)
     handlers: list[urllib.request.BaseHandler] = [
         urllib.request.ProxyHandler(),

@@ -62,7 +62,7 @@ def lock_bundle(
     rewrite every file that depends on it (requirements-rebuild.txt, envbuild.lock.json, Dockerfile,
     README.md, docker-bake.hcl), the lock last."""
     from envbuild.image.context import check_bundle
-    from envbuild.lock.replan import plan_changes, resolve_and_replan
+    from envbuild.lock.replan import resolve_and_replan
     from envbuild.lock.write import write_locked
     from envbuild.render.inputs import check_inputs, read_inputs
     from envbuild.render.lockfile import make_lock
@@ -93,7 +93,7 @@ def lock_bundle(
         forced="--force" in inputs.command.split(),
     )
     result = replanned.result
-    changed = tuple(plan_changes(replanned.before.plan, result.plan))
+    changed = tuple(replanned.changes)
     if not replanned.ok or replanned.resolved is None:
         return LockOutcome(
             bundle,

@@ -45,6 +45,11 @@ class Replanned:
     forced: bool = False  # the plan's errors before resolution were accepted (render --force)
 
     @property
+    def changes(self) -> list[str]:
+        """What resolution changed in the plan (:func:`plan_changes`)."""
+        return plan_changes(self.before.plan, self.result.plan)
+
+    @property
     def ok(self) -> bool:
         if self.resolved is None or not self.resolved.ok:
             return False

@@ -54,11 +54,6 @@ def read_inputs(bundle: Path) -> BundleInputs | None:
         raise BundleError(f"{path}: {exc}; render the bundle again") from None
 
 
-def same_inputs(a: BundleInputs, b: BundleInputs) -> bool:
-    """Equal on everything the plan and the files depend on (the regenerate command included)."""
-    return inputs_json(a) == inputs_json(b)
-
-
 def check_inputs(inputs: BundleInputs, **kwargs: object) -> CheckResult:
     """The plan of ``inputs`` derived again (``kwargs`` go to :func:`envbuild.plan.check`)."""
     from envbuild.plan import check

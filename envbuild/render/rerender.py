@@ -153,10 +153,11 @@ def lock_changes(
     changed: list[str] = []
     derived: list[str] = []  # named only when nothing else is
     inputs = old / INPUTS_FILE
-    if not _is_file(inputs):
+    previous = inputs.read_bytes() if _is_file(inputs) else None
+    if previous is None:
         changed.append(f"{INPUTS_FILE} (the previous bundle has none)")
-    elif inputs.read_bytes() != files.get(INPUTS_FILE):
-        changed, derived = input_changes(inputs.read_bytes(), files.get(INPUTS_FILE, b""))
+    elif previous != files.get(INPUTS_FILE):
+        changed, derived = input_changes(previous, files.get(INPUTS_FILE, b""))
     if old_record is None:
         changed.append(f"{RECORD_FILE} (the previous bundle has none: rendered by an older envbuild)")
     elif not changed:  # the same inputs, declared differently: a newer envbuild or catalog

@@ -29,15 +29,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from envbuild.validate.html_report import CSP
 from envbuild.validate.model import Report
-from envbuild.validate.verify import device_rows, installed_distributions, load_report
+from envbuild.validate.verify import TIMING_MIN_S, device_rows, installed_distributions, load_report
 
 MAD_LIMIT = 3.0
 FLOOR = 0.10
-MIN_SECONDS = 1.0  # durations only
+MIN_SECONDS = TIMING_MIN_S  # durations only: report diff's noise floor
 DRIFT_SHOWN = 5  # distributions named in a package-set outlier
 TEMPLATE = "report/fleet.html.j2"
-CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 RAN = ("passed", "failed", "timed_out")  # a skipped or aborted stage's 0 s is not a duration
 
 
