@@ -111,6 +111,13 @@ class LockError(EnvbuildError):
     code = "E-LOCK"
 
 
+class CaptureError(EnvbuildError):
+    """A capture (``check --smi FILE``) is empty, truncated, hostile, or not a supported tool's output."""
+
+    exit_code = EXIT_USAGE
+    code = "E-CAPTURE"
+
+
 class ReportError(EnvbuildError):
     """A report directory is missing, tampered with, or unreadable."""
 
