@@ -117,3 +117,6 @@ def test_check_imports_neither_torch_nor_docker_nor_a_validator(tmp_path: Path) 
     }
     assert {"envbuild", "packaging", "tomllib"} <= imported  # the probe sees real imports
     assert not imported & {"torch", "docker", "pydantic", "pydantic_core", "rich", "jinja2"}
+    modules = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if "import time:" in line}
+    other_commands = {"envbuild.cli._build", "envbuild.cli._validate", "envbuild.cli._image"}
+    assert "envbuild.plan" in modules and not modules & other_commands  # commands load lazily

@@ -29,8 +29,12 @@ def conforms(text: str) -> dict[str, object]:
 
 
 def commands(group: click.Group, prefix: str = "envbuild") -> list[tuple[str, click.Command]]:
+    """Every command under ``group``, as `envbuild --help` finds them (importing lazily loaded ones)."""
+    ctx = click.Context(group)
     out = []
-    for name, command in sorted(group.commands.items()):
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        assert command is not None, f"{prefix} {name} is listed but cannot be loaded"
         out.append((f"{prefix} {name}", command))
         if isinstance(command, click.Group):
             out += commands(command, f"{prefix} {name}")
@@ -55,6 +59,22 @@ def test_every_reporting_command_has_json() -> None:
         if isinstance(command, click.Group) or path.endswith((" schema", " image record")):
             continue
         assert "as_json" in {p.name for p in command.params}, path
+
+
+def test_each_command_is_loaded_from_the_module_that_defines_it() -> None:
+    """The lazy map (envbuild.cli.app.COMMAND_MODULES) names, for each command, the module whose import
+    registers it: after importing every command module, the registered commands are exactly the map's."""
+    import importlib
+    import pkgutil
+
+    import envbuild.cli
+    from envbuild.cli.app import COMMAND_MODULES
+
+    for module in pkgutil.iter_modules(envbuild.cli.__path__, "envbuild.cli."):
+        importlib.import_module(module.name)
+    assert set(cli.commands) == set(COMMAND_MODULES)
+    for name, module in COMMAND_MODULES.items():
+        assert cli.commands[name].callback.__module__ == module, name
 
 
 def test_version_and_unknown_command() -> None:

@@ -1,14 +1,16 @@
 """The click group, its shared options and error handling, and how the command line is run.
 
 The command modules (``envbuild.cli._build`` ...) import what they share from here and register their
-commands on :data:`cli`; ``envbuild.cli`` imports them all, so nothing imports back into the package.
+commands on :data:`cli`, which imports a module when its command is named (:class:`LazyGroup`), so
+nothing imports back into the package.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import click
@@ -55,8 +57,45 @@ def verbose_option(
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
+# Each top-level command and the module that defines it.  The module is imported when its command is
+# named (or when --help lists them all), so `envbuild check` does not pay for `build`'s imports.
+COMMAND_MODULES: Mapping[str, str] = {
+    "build": "envbuild.cli._build",
+    "catalog": "envbuild.cli._catalog",
+    "check": "envbuild.cli._check",
+    "fetch": "envbuild.cli._build",
+    "image": "envbuild.cli._image",
+    "lock": "envbuild.cli._lock",
+    "profiles": "envbuild.cli._profiles",
+    "rebuild": "envbuild.cli._image",
+    "render": "envbuild.cli._render",
+    "report": "envbuild.cli._validate",
+    "schema": "envbuild.cli._profiles",
+    "targets": "envbuild.cli._catalog",
+    "validate": "envbuild.cli._validate",
+}
 
-@click.group(context_settings=CONTEXT)
+
+class LazyGroup(click.Group):
+    """A group whose commands are imported when they are named: click's documented pattern for lazily
+    loading subcommands (click.palletsprojects.com, "Advanced Groups and Context", "Lazily Loading
+    Subcommands").  The command modules still register themselves with ``@cli.command``; this group
+    imports the module a name maps to, then looks the command up as click does."""
+
+    def __init__(self, *args: Any, lazy: Mapping[str, str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self.lazy:
+            importlib.import_module(self.lazy[cmd_name])
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=LazyGroup, lazy=COMMAND_MODULES, context_settings=CONTEXT)
 @click.version_option(
     __version__, "-V", "--version", prog_name="envbuild", message="%(prog)s, version %(version)s"
 )
