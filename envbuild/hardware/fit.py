@@ -36,7 +36,7 @@ def _judge_identity(j: Judge, dev: DeviceFacts, who: Identity) -> None:
         if who.card.id in ids:
             return
         msg = (
-            f"{label(dev)} is a {who.card.id} ({who.card.name}; {who.evidence}), not the card ordered: "
+            f"{label(dev)} is {who.card.name} (card {who.card.id}; {who.evidence}), not the card ordered: "
             f"{_ordered(targets)}"
         )
         if all(_at_least_as_good(who.card, t) for t in targets):
@@ -49,10 +49,10 @@ def _judge_identity(j: Judge, dev: DeviceFacts, who: Identity) -> None:
             j.out.error("E-HW-IDENTITY", f"{msg}: {ask}", source=who.source)
     elif who.kind == "lookalike" and who.lookalike is not None:
         row = who.lookalike
-        passes = f", which passes for {', '.join(row.instead_of)}" if row.instead_of else ""
         j.out.error(
             "E-HW-IDENTITY",
-            f"{label(dev)} is an {row.name} ({who.evidence}){passes}; ordered: {_ordered(targets)}: {ask}",
+            f"{label(dev)} is not the card ordered ({_ordered(targets)}): it is {row.name} (lookalike "
+            f"{row.id}; {who.evidence}), rented in place of {', '.join(row.instead_of)}: {ask}",
             source=who.source,
         )
     else:
@@ -108,12 +108,12 @@ def memory(j: Judge) -> None:
     context = reserve.gib if reserve else 0.0
     for dev in j.facts.devices:
         if dev.memory_total_mib is None:
-            j.skip("memory", f"memory size not reported by {j.where}")
+            j.skip("memory", f"memory size not reported by {j.facts.source}")
             continue
         usable = dev.memory_total_mib / 1024 - context
         if need >= usable:
             j.out.error(
-                "E-MEMORY-PER-CARD",
+                "E-HW-MEMORY",
                 f"{label(dev)} holds {gib(dev.memory_total_mib)}, at most ~{usable:.1f} GiB usable (reserve "
                 f"{context:g} GiB for the runtime context); the job needs {need:g} GiB per device "
                 "(resources.gpu_memory_gib): order a card with more memory, or shard the model",

@@ -69,7 +69,7 @@ def partitioning(j: Judge) -> None:
                 f"(`sudo nvidia-smi -i {dev.index} -mig 0`, then a GPU reset) or to rent the card whole",
             )
         elif dev.mig_mode is None and j.facts.vendor == "nvidia":
-            j.skip("partitioning", f"MIG mode not reported by {j.where}")
+            j.skip("partitioning", f"MIG mode not reported by {j.facts.source}")
         parts = AMD_PARTITIONS.get((dev.compute_partition or "").upper(), 1)
         nps = (dev.memory_partition or "").upper()
         if parts > 1 or (nps.startswith("NPS") and nps != "NPS1"):
@@ -82,7 +82,7 @@ def partitioning(j: Judge) -> None:
                 "`--memory-partition NPS1`, then reload the driver)",
             )
         elif j.facts.vendor == "amd" and dev.compute_partition is None:
-            j.skip("partitioning", f"compute partition not reported by {j.where}")
+            j.skip("partitioning", f"compute partition not reported by {j.facts.source}")
 
 
 # ---- ECC ------------------------------------------------------------------------------------------
@@ -97,7 +97,7 @@ def ecc(j: Judge) -> None:
             continue
         counts = (e.volatile_uncorrectable, e.aggregate_uncorrectable, e.remap_pending, e.remap_failure)
         if all(c is None for c in (*counts, e.retired_pages_pending)):
-            j.skip("ECC", f"ECC counts not reported by {j.where}")
+            j.skip("ECC", f"ECC counts not reported by {j.facts.source}")
             continue
         bad = []
         if e.volatile_uncorrectable:
@@ -136,7 +136,7 @@ def pcie(j: Judge) -> None:
     for dev in j.facts.devices:
         p = dev.pcie
         if p.width_current is None or p.width_max is None:
-            j.skip("PCIe width", f"not reported by {j.where}")
+            j.skip("PCIe width", f"not reported by {j.facts.source}")
         elif p.width_current < p.width_max:
             j.out.warning(
                 "W-HW-PCIE-WIDTH",
@@ -145,7 +145,7 @@ def pcie(j: Judge) -> None:
                 "move it to a full-width slot",
             )
         if p.gen_current is None or p.gen_max is None:
-            j.skip("PCIe generation", f"not reported by {j.where}")
+            j.skip("PCIe generation", f"not reported by {j.facts.source}")
         elif p.gen_current < p.gen_max:
             if load(dev) == "loaded":
                 j.out.warning(
@@ -169,7 +169,7 @@ def clocks(j: Judge) -> None:
     """HW slowdown, thermal slowdown or power brake: an error under load, a warning otherwise."""
     for dev in j.facts.devices:
         if dev.clock_event_reasons is None:
-            j.skip("clocks", f"clock event reasons not reported by {j.where}")
+            j.skip("clocks", f"clock event reasons not reported by {j.facts.source}")
             continue
         active = [SLOWDOWNS[r] for r in dev.clock_event_reasons if r in SLOWDOWNS]
         if not active:
@@ -192,7 +192,7 @@ def power(j: Judge) -> None:
     for dev in j.facts.devices:
         cur, default = dev.power_limit_w, dev.default_power_limit_w
         if cur is None or default is None:
-            j.skip("power limit", f"not reported by {j.where}")
+            j.skip("power limit", f"not reported by {j.facts.source}")
         elif cur < default - 0.5:
             j.out.warning(
                 "W-HW-POWER-LIMIT",
@@ -212,7 +212,7 @@ def processes(j: Judge) -> None:
     context_mib = (reserve.gib if reserve else 1.0) * 1024
     for dev in j.facts.devices:
         if dev.processes is None:
-            j.skip("processes", f"not reported by {j.where}")
+            j.skip("processes", f"not reported by {j.facts.source}")
         others = [p for p in dev.processes or () if p.pid is None or p.pid not in j.own_pids]
         if others:
             held = sum(p.used_memory_mib or 0 for p in others)
@@ -246,7 +246,7 @@ def compute_mode(j: Judge) -> None:
         mode = dev.compute_mode
         if mode is None:
             if j.facts.vendor == "nvidia":
-                j.skip("compute mode", f"not reported by {j.where}")
+                j.skip("compute mode", f"not reported by {j.facts.source}")
         elif mode.replace(" ", "_").lower() in ("exclusive_process", "exclusive_thread", "prohibited"):
             what = "no process may use it" if mode.lower() == "prohibited" else "only one process may use it"
             j.out.warning(
@@ -261,7 +261,7 @@ def nvlink(j: Judge) -> None:
     for dev in j.facts.devices:
         if dev.nvlink_up is None:
             if j.facts.vendor == "nvidia":
-                j.skip("NVLink", f"not reported by {j.where}")
+                j.skip("NVLink", f"not reported by {j.facts.source}")
             continue
         down = [i for i, up in enumerate(dev.nvlink_up) if not up]
         if dev.nvlink_up and down:
@@ -279,7 +279,7 @@ def fabric(j: Judge) -> None:
         state, status = dev.fabric_state, dev.fabric_status
         if state is None:
             if j.facts.vendor == "nvidia":
-                j.skip("fabric", f"not reported by {j.where}")
+                j.skip("fabric", f"not reported by {j.facts.source}")
             continue
         if state == NOT_APPLICABLE:
             continue
