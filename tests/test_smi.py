@@ -95,3 +95,11 @@ def test_parse_mib_units() -> None:
     assert parse_mib("2 GiB") == 2048
     assert parse_mib("512 KiB") == 0.5
     assert parse_mib("N/A") is None
+
+
+def test_the_validators_xml_path_refuses_entities() -> None:
+    # the stdlib parser this module used before expanded internal entities (billion laughs)
+    laughs = '<!DOCTYPE nvidia_smi_log [<!ENTITY a "aaaa"><!ENTITY b "&a;&a;&a;">]>'
+    text = laughs + "<nvidia_smi_log><driver_version>&b;</driver_version><gpu/></nvidia_smi_log>"
+    with pytest.raises(SmiParseError, match="refused"):
+        parse_nvidia_smi_xml(text)
