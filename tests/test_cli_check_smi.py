@@ -1,0 +1,58 @@
+"""``envbuild check PROFILE --smi FILE`` on real captures (tests/fixtures/smi/real, SOURCES.md)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REAL = Path(__file__).parent / "fixtures" / "smi" / "real"
+
+
+def check(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "envbuild", "check", "pytorch", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_a_table_capture_is_judged_and_its_driver_replaces_driver() -> None:
+    proc = check("--smi", str(REAL / "nvidia-smi" / "H100NVLx2.txt"), "--driver", "580.95.05")
+    assert proc.returncode == 1, proc.stderr
+    out = proc.stdout
+    assert "2 x NVIDIA H100 NVL, driver 550.54.14 (nvidia-smi table" in out
+    assert "W-HW-DRIVER: --driver 580.95.05 differs from the driver 550.54.14" in out
+    assert "E-DRIVER-TOO-OLD: driver 550.54.14 is older than" in out  # the plan's floor, the capture's driver
+    assert out.count("E-HW-IDENTITY: ") == 2 and "lookalike h100-nvl" in out
+    assert "I-HW-UNJUDGED: not judged: PCIe width (not reported by nvidia-smi table)" in out
+
+
+def test_json_carries_the_merged_hardware_facts() -> None:
+    xml = REAL / "nvidia-smi-q-x" / "a100-sxm4-v12.xml"
+    proc = check("--target", "a100-80gb", "--smi", str(xml), "--json")
+    assert proc.returncode == 1, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["hardware"]["driver_version"] == "535.54.03"
+    assert data["hardware"]["devices"][0]["mig_mode"] == "Enabled"
+    assert {"E-HW-MIG", "E-DRIVER-TOO-OLD", "I-HW-UNJUDGED"} <= {f["code"] for f in data["findings"]}
+
+
+def test_a_file_that_is_no_capture_exits_2_naming_it_and_the_formats(tmp_path: Path) -> None:
+    bad = tmp_path / "notes.txt"
+    bad.write_text("the provider says it is an H100\n", encoding="utf-8")
+    proc = check("--smi", str(bad))
+    assert proc.returncode == 2
+    assert str(bad) in proc.stderr and "nvidia-smi -q -x" in proc.stderr and "rocm-smi" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_an_amd_capture_is_judged_by_the_same_rules() -> None:
+    capture = REAL / "rocm-smi" / "mi100_rocm602.json"  # 4 x MI100 (1002:738c) for an MI300X order
+    proc = check("--target", "mi300x", "--smi", str(capture))
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout.count("E-HW-IDENTITY: ") == 4 and "PCI device id 1002:738c" in proc.stdout
+    assert "ECC (ECC counts not reported by rocm-smi)" in proc.stdout
