@@ -301,8 +301,10 @@ def test_every_registered_code_is_used_and_vice_versa() -> None:
     import envbuild.plan
     from envbuild.plan.findings import CODES
 
-    # check (envbuild/plan) and its resolution (envbuild/lock, cli/_check.py for I-RESOLVED)
+    # check (envbuild/plan), the hardware rules (envbuild/hardware), and its resolution (envbuild/lock,
+    # cli/_check.py for I-RESOLVED)
     folders = [Path(envbuild.plan.__file__).parent, Path(envbuild.lock.__file__).parent]
+    folders.append(Path(envbuild.plan.__file__).parent.parent / "hardware")  # the hardware rules (issue 26)
     files = [p for folder in folders for p in folder.glob("*.py") if p.name != "findings.py"]
     files.append(Path(envbuild.plan.__file__).parent.parent / "cli" / "_check.py")
     files.append(Path(envbuild.plan.__file__).parent.parent / "catalog" / "overlay.py")  # the overlay hook

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from packaging.version import InvalidVersion, Version
 
 from envbuild.catalog.blender_rows import BlenderCatalog, BlenderSeries
-from envbuild.catalog.card_rows import CardEntry, PriceEntry, ReserveEntry, Terms
+from envbuild.catalog.card_rows import CardEntry, LookalikeEntry, PriceEntry, ReserveEntry, Terms
 from envbuild.catalog.loader import load_files
 from envbuild.catalog.platform_rows import AptSnapshot, OsEntry
 from envbuild.catalog.rows import Tier, sm_cc
@@ -38,6 +38,7 @@ __all__ = [
     "CudaFamily",
     "CudaToolkit",
     "CudaWheel",
+    "LookalikeEntry",
     "OsEntry",
     "PatchEntry",
     "PriceEntry",
@@ -63,6 +64,7 @@ class Catalog:
     terms: Terms
     prices: tuple[PriceEntry, ...]
     apt_snapshots: tuple[AptSnapshot, ...] = ()
+    lookalikes: tuple[LookalikeEntry, ...] = ()  # cards renters get instead of catalog cards
     # The user's overlay (``envbuild catalog refresh``) merged into ``torch``, or None without one.
     overlay: OverlayState | None = None
 
@@ -173,6 +175,7 @@ def _load(directory: Path) -> Catalog:
         terms=prices.terms,
         prices=prices.price,
         apt_snapshots=platform.apt_snapshot,
+        lookalikes=cards.lookalike,
     )
 
 

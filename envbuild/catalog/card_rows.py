@@ -19,12 +19,23 @@ from envbuild.catalog.rows import (
     fail,
     not_empty,
     shape,
+    shapes,
     sm_cc,
     text,
 )
 from envbuild.models import Card, Devices, Vendor
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+PCI_ID = re.compile(r"^(10de|1002):[0-9a-f]{4}$")  # vendor:device, lower-case hex (NVIDIA, AMD)
+
+
+def _identity(row: Row, names: tuple[str, ...], pci_ids: tuple[str, ...], source: str | None) -> None:
+    """Product names and PCI device ids need a source of their own (pci.ids, a real capture)."""
+    for name in names:
+        text("product_names", name)
+    shapes("pci_ids", pci_ids, PCI_ID, "PCI device id (vendor:device, lower-case hex: 10de:2330)")
+    if (names or pci_ids) and not source:
+        fail("identity_source", "is required with product_names or pci_ids")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,10 +55,15 @@ class CardEntry(Row, Devices):
     host_arch: Literal["x86_64", "aarch64"] = "x86_64"
     devices_per_card: int = 1  # MI250X: 2 GCDs, each its own device
     device_memory_gib: float | None = None  # required when devices_per_card > 1
+    # Identity (issue 26): the names nvidia-smi / amd-smi print and the PCI device ids of this card.
+    product_names: tuple[str, ...] = ()
+    pci_ids: tuple[str, ...] = ()
+    identity_source: str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         shape("id", self.id, _ID, "card id (lower-case letters, digits and dashes)")
+        _identity(self, self.product_names, self.pci_ids, self.identity_source)
         at_least("memory_gib", self.memory_gib, 0)
         at_least("cards_per_lot", self.cards_per_lot, 1)
         at_most("cards_per_lot", self.cards_per_lot, 16)
@@ -93,6 +109,32 @@ class CardEntry(Row, Devices):
             device_memory_gib=self.memory_per_device,
             source=f"{self.source} [{self.tier}]",
         )
+
+
+@dataclass(frozen=True, kw_only=True)
+class LookalikeEntry(Row):
+    """A card the catalog does not rent but a renter may get instead of one it does (an H100 NVL for an
+    H100 SXM, an RTX 3090 for a 4090, an MI308X for an MI300X): told apart so identity can name it."""
+
+    id: str
+    name: str
+    vendor: Literal["nvidia", "amd"]
+    arch: str
+    memory_gib: float
+    instead_of: tuple[str, ...]  # catalog card ids it passes for
+    product_names: tuple[str, ...] = ()
+    pci_ids: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        shape("id", self.id, _ID, "lookalike id (lower-case letters, digits and dashes)")
+        at_least("memory_gib", self.memory_gib, 1)
+        not_empty("instead_of", self.instead_of)
+        if not (SM.match(self.arch) or GFX.match(self.arch)):
+            fail("arch", f"{self.arch!r} is not an arch (sm_XY, gfxNNN)")
+        if not (self.product_names or self.pci_ids):
+            fail("product_names", "a lookalike needs product_names or pci_ids to be recognised")
+        _identity(self, self.product_names, self.pci_ids, self.source)
 
 
 @dataclass(frozen=True, kw_only=True)

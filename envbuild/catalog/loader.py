@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from envbuild.boundary import INPUT, InvalidData, error_message, parse
 from envbuild.catalog import cache
 from envbuild.catalog.blender_rows import BlenderCatalog
-from envbuild.catalog.card_rows import CardEntry, PriceEntry, ReserveEntry, Terms
+from envbuild.catalog.card_rows import CardEntry, LookalikeEntry, PriceEntry, ReserveEntry, Terms
 from envbuild.catalog.platform_rows import AptSnapshot, OsEntry
 from envbuild.catalog.rows import not_empty
 from envbuild.catalog.toolkit_rows import Toolkits
@@ -39,6 +39,7 @@ class CardsFile:
 
     reserve: tuple[ReserveEntry, ...]
     card: tuple[CardEntry, ...]
+    lookalike: tuple[LookalikeEntry, ...] = ()  # cards passed off for catalog cards (issue 26)
 
     def __post_init__(self) -> None:
         not_empty("reserve", self.reserve)
@@ -137,6 +138,20 @@ def _unique(file: str, kind: str, keys: list[str]) -> None:
         seen.add(key)
 
 
+def _check_identities(cards: CardsFile, gpu_ids: set[str]) -> None:
+    """Lookalikes pass for catalog GPU cards; no PCI device id or product name names two rows."""
+    _unique("cards.toml", "lookalike", [row.id for row in cards.lookalike])
+    for i, row in enumerate(cards.lookalike):
+        odd = [c for c in row.instead_of if c not in gpu_ids]
+        if odd:
+            raise CatalogError(
+                f"cards.toml: lookalike[{i}] ({row.id}): instead_of {odd[0]!r} is not a GPU card"
+            )
+    rows: tuple[CardEntry | LookalikeEntry, ...] = (*cards.card, *cards.lookalike)
+    _unique("cards.toml", "pci_ids", [pci for row in rows for pci in row.pci_ids])
+    _unique("cards.toml", "product_names", [name.lower() for row in rows for name in row.product_names])
+
+
 def _check_cards_and_prices(cards: CardsFile, prices: PricesFile) -> None:
     _unique("cards.toml", "card", [c.id for c in cards.card])
     _unique("cards.toml", "reserve", [r.vendor for r in cards.reserve])
@@ -148,6 +163,7 @@ def _check_cards_and_prices(cards: CardsFile, prices: PricesFile) -> None:
                 f"cards.toml: card[{i}] ({card.id}): no [[reserve]] row for vendor {card.vendor}"
             )
     gpu_ids = {c.id for c in cards.card if c.vendor != "cpu"}
+    _check_identities(cards, gpu_ids)
     for i, price in enumerate(prices.price):
         where = f"prices.toml: price[{i}] (card {price.card!r})"
         if price.card not in gpu_ids:

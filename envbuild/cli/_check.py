@@ -1,4 +1,7 @@
-"""``envbuild check PROFILE [--target ID]... [--driver VERSION] [--days N] [--prices FILE] [--json]``.
+"""``envbuild check PROFILE [--target ID]... [--driver VERSION] [--smi FILE]... [--days N] [--prices FILE]
+[--json]``.
+
+``--smi`` judges captures of the machine's vendor tools (:mod:`envbuild.hardware.capture_check`).
 
 Exit 0 when no finding is an error, 1 when some are, 2 for invalid input or usage, 3 when ``--resolve``
 cannot reach an index.  Imports neither torch nor docker.
@@ -19,13 +22,14 @@ from envbuild.cli.app import cli, handle_errors, json_option, verbose_option
 from envbuild.cli.output import envelope, print_findings, print_json
 from envbuild.errors import EXIT_FINDINGS, EXIT_OK
 from envbuild.models import CheckResult, Plan
+from envbuild.models.hardware import HardwareFacts
 
 
-def result_json(result: CheckResult) -> dict[str, Any]:
+def result_json(result: CheckResult, hardware: HardwareFacts | None = None) -> dict[str, Any]:
     """``{"format", "command", "ok", "findings", "plan"}``; the plan's profile is reduced to
     name/path/sha256, and the plan carries ``order`` (per target: lots, cards, devices, idle devices, the
     host memory and CPUs each machine must give, the driver floor, whether the lots are separate machines,
-    the total per duration)."""
+    the total per duration).  With ``--smi``, ``hardware`` holds the captures' facts, merged."""
     from envbuild.catalog.order import order_lines
 
     plan = to_data(result.plan, exclude={"profile"})
@@ -35,7 +39,8 @@ def result_json(result: CheckResult) -> dict[str, Any]:
         **plan,
         "order": [line.as_json() for line in order_lines(result.plan)],
     }
-    return envelope("check", ok=result.ok, findings=result.findings, plan=plan)
+    extra = {"hardware": to_data(hardware)} if hardware is not None else {}
+    return envelope("check", ok=result.ok, findings=result.findings, plan=plan, **extra)
 
 
 def order_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -84,7 +89,7 @@ def _base_row(plan: Plan) -> str:
     return row + "]"
 
 
-def _print_human(result: CheckResult, *, verbose: bool = False) -> None:
+def _print_human(result: CheckResult, *, verbose: bool = False, hardware: str | None = None) -> None:
     """The plan as a two-column grid, then the findings and the verdict (rich: plain text off a terminal)."""
     from rich.table import Table
     from rich.text import Text
@@ -117,6 +122,8 @@ def _print_human(result: CheckResult, *, verbose: bool = False) -> None:
     if plan.blender_version:
         rows.append(("blender", f"{plan.blender_version} {plan.blender_url or ''}"))
     rows += [("order", line) for line in order_summary(result)]
+    if hardware:
+        rows.append(("hardware", hardware))
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="fold")
@@ -134,6 +141,16 @@ def _print_human(result: CheckResult, *, verbose: bool = False) -> None:
 @click.argument("profile")
 @click.option("--target", "targets", multiple=True, metavar="ID", help="Target card id (repeatable).")
 @click.option("--driver", metavar="VERSION", help="NVIDIA driver version of the machine, e.g. 570.124.06.")
+@click.option(
+    "--smi",
+    "smi",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="A capture of the machine to judge the hardware by: `nvidia-smi -q -x`, the plain `nvidia-smi` "
+    "table, `amd-smi ... --json` or `rocm-smi --json` output (repeatable: captures of one machine, merged). "
+    "Its driver replaces --driver.",
+)
 @json_option("Print {format, command, ok, findings, plan} as JSON (also on failure).")
 @verbose_option()
 @click.option(
@@ -148,6 +165,7 @@ def check_cmd(
     profile: str,
     targets: tuple[str, ...],
     driver: str | None,
+    smi: tuple[Path, ...],
     as_json: bool,
     verbose: bool,
     resolve: bool,
@@ -165,6 +183,12 @@ def check_cmd(
     if (index_urls or find_links) and not resolve:
         raise UsageError("--index-url and --find-links apply only with --resolve")
     loaded = load_profile(profile)
+    captures = None
+    if smi:
+        from envbuild.hardware.capture_check import read_captures
+
+        captures = read_captures(smi, driver)
+        driver = captures.driver
 
     def plan(**kwargs: Any) -> CheckResult:
         checked = check(loaded, targets=targets or None, driver=driver, **kwargs)
@@ -176,8 +200,13 @@ def check_cmd(
         result = resolve_and_replan(plan, index_urls=index_urls, find_links=links(find_links)).result
     else:
         result = plan()
+    hardware = None
+    if captures is not None:
+        from envbuild.hardware.capture_check import summary, with_hardware
+
+        result, hardware = with_hardware(result, captures), summary(captures)
     if as_json:
-        print_json(result_json(result))
+        print_json(result_json(result, captures.facts if captures else None))
     else:
-        _print_human(result, verbose=verbose)
+        _print_human(result, verbose=verbose, hardware=hardware)
     sys.exit(EXIT_OK if result.ok else EXIT_FINDINGS)
