@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import ssl
+import threading
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -98,20 +99,49 @@ def open_url(url: str, *, accept: str | None = None, timeout: float = TIMEOUT_S)
     return response  # type: ignore[no-any-return]
 
 
-def download(url: str, dest: Path, *, update: Callable[[bytes], None] | None = None) -> int:
+CHUNK = 1 << 16  # bytes asked of the socket at a time: a cancel is seen between two of them
+
+
+class Cancelled(Exception):
+    """A :func:`download` stopped because its ``cancel`` event was set (Ctrl-C); nothing was kept."""
+
+
+def part_path(dest: Path) -> Path:
+    """Where :func:`download` writes ``dest`` until it is whole (``NAME.part`` beside it)."""
+    return dest.with_name(dest.name + ".part")
+
+
+def download(
+    url: str,
+    dest: Path,
+    *,
+    update: Callable[[bytes], None] | None = None,
+    cancel: threading.Event | None = None,
+) -> int:
     """Copy ``url`` to ``dest`` (written whole or not at all); return the byte count.
 
     ``update`` sees every chunk (a hash object's ``update``), so the caller checks bytes as they arrive.
+    The body is read in chunks of at most :data:`CHUNK` bytes, each as soon as it arrives (``read1``),
+    and ``cancel`` is looked at between two chunks: once it is set, :class:`Cancelled` is raised and the
+    ``.part`` file removed.
     """
-    part = dest.with_name(dest.name + ".part")
+    part = part_path(dest)
     size = 0
     try:
         with open_url(url) as source, part.open("wb") as sink:
-            for chunk in iter(lambda: source.read(1 << 20), b""):
+            read: Callable[[int], bytes] = getattr(source, "read1", None) or source.read
+            while True:
+                if cancel is not None and cancel.is_set():
+                    raise Cancelled(f"{redact_url(url)}: download cancelled")
+                chunk = read(CHUNK)
+                if not chunk:
+                    break
                 sink.write(chunk)
                 size += len(chunk)
                 if update is not None:
                     update(chunk)
+        if cancel is not None and cancel.is_set():
+            raise Cancelled(f"{redact_url(url)}: download cancelled")
         part.replace(dest)
     finally:
         if part.exists():

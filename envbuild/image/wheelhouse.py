@@ -13,20 +13,27 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import queue
 import shutil
+import threading
+import time
 import zipfile
 import zlib
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from envbuild.digest import sha256_file
 from envbuild.errors import BuildError, BundleError, UsageError
 from envbuild.models import Lock, LockedDistribution, LockedFile
-from envbuild.net import download, redact_url
+from envbuild.net import download, part_path, redact_url
 
 WORKERS = 4
+# After Ctrl-C, how long the downloads in flight get to see the cancel and remove their .part files
+# before fetch stops waiting for them (a read stalled on a silent server never sees it).
+CANCEL_WAIT_S = 0.5
+J = TypeVar("J")
 # A write into the wheelhouse failed for want of room (or a file-size limit), not for the network.
 DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
@@ -108,6 +115,7 @@ def _fetch_one(
     folders: tuple[Path, ...] = (),
     lock: Lock | None = None,
     index_urls: tuple[str, ...] = (),
+    cancel: threading.Event | None = None,
 ) -> bool:
     """Download ``file`` into ``dest`` unless it is there with the right hash; True when downloaded."""
     target = dest / _safe_name(file.filename)
@@ -119,7 +127,7 @@ def _fetch_one(
     digest = hashlib.sha256()
     url = with_credentials(file.url, lock, index_urls) if lock is not None else file.url
     try:
-        download(url, target, update=digest.update)
+        download(url, target, update=digest.update, cancel=cancel)
     except OSError as exc:
         if exc.errno in DISK_ERRNOS:  # download() removed its .part file; the wheelhouse is as it was
             raise BuildError(
@@ -169,10 +177,70 @@ def download_locked(
     jobs = [(dist, file) for dist in dists for file in dist.files]
     total = sum(f.size or 0 for _, f in jobs)
     say(f"fetching {len(jobs)} locked file(s) ({total / 1e6:.0f} MB) into {dest}")
-    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
-        done = list(pool.map(lambda job: _fetch_one(job[0], job[1], dest, folders, lock, index_urls), jobs))
+    done = run_cancellable(
+        jobs,
+        lambda job, cancel: _fetch_one(job[0], job[1], dest, folders, lock, index_urls, cancel),
+        [part_path(dest / file.filename) for _, file in jobs],
+    )
     checked = {file.filename: file.sha256 for _, file in jobs}
     return Downloaded(sum(done), len(done) - sum(done), checked)
+
+
+def run_cancellable(
+    jobs: Sequence[J], work: Callable[[J, threading.Event], bool], parts: Sequence[Path]
+) -> list[bool]:
+    """``work(job, cancel)`` for every job, :data:`WORKERS` at a time; the results in job order.
+
+    The workers are daemon threads, so a download stalled on a silent server cannot hold the process
+    (a ``ThreadPoolExecutor`` is joined at exit).  A failed job does not stop the others; the first
+    failure (in job order) is raised once all are done.  On Ctrl-C (``KeyboardInterrupt`` in this, the
+    main thread) ``cancel`` is set, the workers get :data:`CANCEL_WAIT_S` to stop, every path of
+    ``parts`` (the partial files the jobs write) is removed, and the interrupt goes on.
+    """
+    cancel = threading.Event()
+    todo: queue.SimpleQueue[tuple[int, J]] = queue.SimpleQueue()
+    for item in enumerate(jobs):
+        todo.put(item)
+    results: queue.SimpleQueue[tuple[int, bool | BaseException]] = queue.SimpleQueue()
+
+    def worker() -> None:
+        while not cancel.is_set():
+            try:
+                i, job = todo.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                results.put((i, work(job, cancel)))
+            except BaseException as exc:  # handed to the main thread, which raises it
+                results.put((i, exc))
+
+    threads = [
+        threading.Thread(target=worker, name=f"envbuild-fetch-{n}", daemon=True)
+        for n in range(min(WORKERS, len(jobs)))
+    ]
+    got: dict[int, bool | BaseException] = {}
+    try:
+        for thread in threads:
+            thread.start()
+        while len(got) < len(jobs):
+            try:
+                i, result = results.get(timeout=0.2)  # a short wait: Ctrl-C is seen at once
+            except queue.Empty:
+                continue
+            got[i] = result
+    except KeyboardInterrupt:
+        cancel.set()
+        deadline = time.monotonic() + CANCEL_WAIT_S
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        for part in parts:
+            part.unlink(missing_ok=True)
+        raise
+    for i in range(len(jobs)):
+        failed = got[i]
+        if isinstance(failed, BaseException):
+            raise failed
+    return [bool(got[i]) for i in range(len(jobs))]
 
 
 def verify_wheelhouse(lock: Lock, house: Path) -> int:

@@ -1,0 +1,123 @@
+"""Ctrl-C during ``envbuild fetch``: the downloads in flight stop within 2 s and leave no partial file.
+
+A real ``envbuild fetch`` runs in a subprocess against a loopback HTTP server that serves two locked
+files: one trickles (1 KiB every 20 ms of a 64 MB body), the other sends its headers and then nothing
+(a stalled server).  SIGINT is sent once both ``.part`` files exist.  The bundle is the tiny test bundle
+with a lock edited by hand to name those two files (their sha256 never matters: nothing completes).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from tests.build_support import lock_by_hand
+
+TINY = Path(__file__).parent / "data" / "bundles" / "tiny"
+BODY = 64 * 1000 * 1000  # the Content-Length announced; far more than is ever sent
+
+
+@pytest.fixture
+def slow_server() -> Iterator[str]:
+    stop = threading.Event()
+
+    class Slow(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(BODY))
+            self.end_headers()
+            try:
+                while not stop.is_set():
+                    if self.path.startswith("/trickle/"):
+                        self.wfile.write(b"x" * 1024)
+                        self.wfile.flush()
+                    stop.wait(0.02)
+            except OSError:  # the client went away
+                pass
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        stop.set()
+        server.shutdown()
+        server.server_close()
+
+
+def _bundle(folder: Path, base: str) -> Path:
+    bundle = folder / "tiny"
+    shutil.copytree(TINY, bundle)
+    lock_by_hand(bundle)
+    path = bundle / "envbuild.lock.json"
+    lock = json.loads(path.read_text(encoding="utf-8"))
+    lock["distributions"] = [
+        {
+            "name": name,
+            "version": "1.0",
+            "files": [
+                {
+                    "filename": f"{name}-1.0-py3-none-any.whl",
+                    "url": f"{base}/{name}/{name}-1.0-py3-none-any.whl",
+                    "sha256": "0" * 64,
+                    "size": BODY,
+                }
+            ],
+            "index": "https://pypi.org/simple",
+        }
+        for name in ("trickle", "stall")
+    ]
+    path.write_text(json.dumps(lock, indent=2) + "\n", encoding="utf-8")
+    return bundle
+
+
+def test_ctrl_c_stops_the_downloads_in_flight_and_removes_partial_files(
+    tmp_path: Path, slow_server: str
+) -> None:
+    bundle = _bundle(tmp_path, slow_server)
+    house = bundle / "wheelhouse"
+    parts = [house / f"{name}-1.0-py3-none-any.whl.part" for name in ("trickle", "stall")]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "envbuild", "fetch", str(bundle), "--no-tools", "-q"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (all(p.exists() for p in parts) and parts[0].stat().st_size > 0):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the downloads never started"
+            time.sleep(0.05)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        try:
+            out, err = proc.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            pytest.fail("fetch was still running 15 s after Ctrl-C")
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err
+    assert took < 2.0, f"fetch took {took:.2f} s to stop after Ctrl-C"
+    assert err == "envbuild: interrupted\n"  # one line, no traceback
+    assert out == ""
+    assert sorted(p.name for p in house.iterdir() if p.name.endswith(".part")) == []
