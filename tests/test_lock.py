@@ -322,10 +322,10 @@ def test_lock_conflict_between_the_profile_and_its_requirements_file(
             [
                 "flashlike 2.8.3 (profile:python.packages[0]: flashlike==2.8.3)",
                 "setup.py imports torch",
-                "Use instead: a prebuilt wheel",
+                '`[python] build_from_source = ["flashlike"]`',
+                "a prebuilt wheel",
                 "flashlike @ https://",
                 "cp311",
-                "pip install --no-build-isolation",
             ],
             id="flashlike-needs-torch",
         ),

@@ -15,6 +15,7 @@ is re-checked for secrets before the engine sees it (:func:`envbuild.image.conte
 from __future__ import annotations
 
 import errno
+import re
 import tempfile
 import time
 from dataclasses import dataclass
@@ -56,8 +57,12 @@ class BuildResult:
         return sum(s.cached for s in self.steps)
 
 
-def build_args(base_image: str | None, keep_ca_cert: bool) -> dict[str, str]:
+def build_args(base_image: str | None, keep_ca_cert: bool, dockerfile: str = "") -> dict[str, str]:
     args = {"BASE_IMAGE": base_image} if base_image else {}
+    if "\nARG MAX_JOBS=" in dockerfile:  # a source build ([python] build_from_source): sized to this machine
+        from envbuild.render.source_build import build_machine_jobs
+
+        args["MAX_JOBS"] = str(build_machine_jobs())
     if keep_ca_cert:
         args["FINAL_CA"] = "envbuild-ca"  # the stage that holds certs/ (templates/dockerfiles/Dockerfile.j2)
     return args
@@ -140,6 +145,7 @@ def build_image(
             f"{bundle / 'Dockerfile'}: rendered before the final image could leave --ca-cert out; "
             "re-render the bundle (`envbuild render`), or pass --keep-ca-cert to keep the CA in the image"
         )
+    dockerfile = (bundle / "Dockerfile").read_text(encoding="utf-8")
     house = wheelhouse if wheelhouse is not None else bundle / "wheelhouse"
     check_locked(bundle, lock, house)
     if not wheels_checked:
@@ -182,7 +188,7 @@ def build_image(
                     "rm": True,
                     "forcerm": True,
                     "nocache": no_cache,
-                    "buildargs": build_args(base_image, keep_ca_cert) or None,
+                    "buildargs": build_args(base_image, keep_ca_cert, dockerfile) or None,
                     "network_mode": network,
                 }
                 broke: Exception | None = None
@@ -276,9 +282,9 @@ def _failure_message(stream: BuildStream, log_path: Path) -> str:
     if step is None:
         return f"build failed before any step ran: {error}\nfull log: {log_path}"
     tail = "\n".join(f"  | {line}" for line in stream.tail(step))
-    hint = ""
+    hint = first_compiler_error(step.lines)
     if step.instruction.upper().startswith("FROM "):
-        hint = (
+        hint += (
             "hint: the base image is neither here nor pullable; without a registry, build a local one "
             "(scripts/base-image.sh makes envbuild/debian:12) and pass it with --base-image\n"
         )
@@ -289,3 +295,18 @@ def _failure_message(stream: BuildStream, log_path: Path) -> str:
         f"last lines of that step:\n{tail or '  | (no output)'}\n"
         f"full log: {log_path}"
     )
+
+
+_COMPILER_ERROR = re.compile(
+    r"(^|\s)(\S+:\d+(:\d+)?: (fatal )?error: .*|error: command .* failed.*|\S+\(\d+\): error.*)$"
+)
+
+
+def first_compiler_error(lines: list[str]) -> str:
+    """``first compiler error: ...`` (gcc/clang ``file:line:col: error:``, nvcc ``file(line): error``),
+    with a newline, when the failing step's output has one; else empty."""
+    for line in lines:
+        match = _COMPILER_ERROR.search(line.strip())
+        if match:
+            return f"first compiler error: {match.group(2)}\n"
+    return ""

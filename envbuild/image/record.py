@@ -89,6 +89,9 @@ class Record:
     files: ImageFiles
     inputs: dict[str, Any] = field(default_factory=dict)
     envbuild: str = ""
+    # [python] build_from_source: the wheels the builder stage built ({"file", "sha256"}), from the build
+    # log; they cannot be in the lock, as they exist only after the build
+    built_wheels: list[dict[str, str]] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         entries = [self.files.entries[p] for p in sorted(self.files.entries)]
@@ -102,6 +105,7 @@ class Record:
                 "diff_ids": self.diff_ids,
                 "python": [asdict(d) for d in self.files.python],
                 "files": len(entries),
+                **({"built_wheels": self.built_wheels} if self.built_wheels else {}),
             },
             "owners": dict(sorted(self.files.owners.items())),
             "manifest_columns": ["path", "type", "mode", "uid", "gid", "size", "sha256", "link"],

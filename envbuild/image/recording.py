@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -67,8 +68,29 @@ def record_image(api: Any, image: str, *, bundle: Path | None, base_image: str |
     if base_image is not None:
         inputs["base_image"] = base_inputs(api, base_image)
     return Record(
-        tag=image, image_id=image_id, diff_ids=diff_ids, files=files, inputs=inputs, envbuild=__version__
+        tag=image,
+        image_id=image_id,
+        diff_ids=diff_ids,
+        files=files,
+        inputs=inputs,
+        envbuild=__version__,
+        built_wheels=built_wheels(bundle, image) if bundle is not None else [],
     )
+
+
+_BUILT = re.compile(r"^envbuild-built-wheel: ([0-9a-f]{64})  (\S+\.whl)$")
+
+
+def built_wheels(bundle: Path, tag: str) -> list[dict[str, str]]:
+    """The wheels a source build printed in the build log of ``tag`` (``[python] build_from_source``)."""
+    from envbuild.image.build import log_path_for
+
+    try:
+        text = log_path_for(bundle, tag).read_text(encoding="utf-8")
+    except OSError:
+        return []
+    found = {m.group(2): m.group(1) for line in text.splitlines() if (m := _BUILT.match(line.strip()))}
+    return [{"file": name, "sha256": sha} for name, sha in sorted(found.items())]
 
 
 def record_path_for(bundle: Path, tag: str) -> Path:

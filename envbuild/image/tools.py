@@ -56,7 +56,9 @@ def tools_lock_input(lock: Lock, requires: tuple[str, ...]) -> Lock:
         )
         for text in requires
     )
-    return replace(lock, declared=declared, constraint_files=(), resolved=False, distributions=())
+    return replace(
+        lock, declared=declared, constraint_files=(), build_from_source=(), resolved=False, distributions=()
+    )
 
 
 def lock_tools(

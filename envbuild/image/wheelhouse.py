@@ -251,9 +251,12 @@ def verify_wheelhouse(lock: Lock, house: Path) -> int:
     """
     if not lock.resolved or not house.is_dir():
         return 0
-    present = {p.name for p in house.glob("*.whl") if p.is_file()}
-    if not present:
+    if not any(p.is_file() for p in house.glob("*.whl")):
         return 0
+    # the locked files: wheels, and the sdists of [python] build_from_source
+    present = {
+        p.name for p in house.iterdir() if p.is_file() and p.name.endswith((".whl", ".tar.gz", ".zip"))
+    }
     problems: list[str] = []
     missing: list[str] = []
     checked = 0

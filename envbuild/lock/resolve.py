@@ -18,18 +18,17 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, cast
-from urllib.parse import unquote, urlsplit
+from typing import Literal
 
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
-from packaging.version import Version
+from packaging.utils import canonicalize_name
 
 from envbuild import __version__
 from envbuild.errors import EXIT_ENGINE, EnvbuildError
+from envbuild.lock.pylock_read import distributions_from
+from envbuild.lock.source_build import source_builds
 from envbuild.lock.sources import source_build_facts
 from envbuild.lock.target import Target
 from envbuild.lock.uv import (
-    Annotation,
     ResolverFailed,
     Sources,
     base_command,
@@ -38,12 +37,11 @@ from envbuild.lock.uv import (
     uv_binary,
     uv_version,
 )
-from envbuild.lockurls import is_local, lock_file_url, lock_urls, remote_links
+from envbuild.lockurls import is_local, lock_urls, remote_links
 from envbuild.models import (
     Finding,
     Lock,
     LockedDistribution,
-    LockedFile,
     LockResolution,
     RequirementLine,
 )
@@ -145,73 +143,6 @@ def _describe(lines: list[RequirementLine]) -> str:
     return "; ".join(f"{line.origin}: {line.text}" for line in lines)
 
 
-def _file_name(url: str, entry: dict[str, Any]) -> str:
-    name = entry.get("name")
-    if isinstance(name, str) and name:
-        return name
-    return unquote(urlsplit(url).path.rsplit("/", 1)[-1])
-
-
-def _file(entry: dict[str, Any]) -> LockedFile | None:
-    url = str(entry.get("url") or entry.get("path") or "")
-    hashes = entry.get("hashes") or {}
-    sha = hashes.get("sha256") if isinstance(hashes, dict) else None
-    if not url or not isinstance(sha, str):
-        return None
-    size = entry.get("size")
-    return LockedFile(
-        filename=_file_name(url, entry),
-        url=lock_file_url(url),
-        sha256=sha,
-        size=size if isinstance(size, int) else None,
-    )
-
-
-def _installable(filename: str, target: Target) -> bool:
-    try:
-        tags = parse_wheel_filename(filename)[3]
-    except InvalidWheelFilename:
-        return False
-    return bool(set(tags) & target.tags)
-
-
-def distributions_from(
-    pylock: dict[str, Any], annotations: dict[str, Annotation], lock: Lock, target: Target
-) -> tuple[list[LockedDistribution], list[str]]:
-    """(every distribution with its target files, names that have only a source distribution)."""
-    origins = _origins(lock)
-    dists: list[LockedDistribution] = []
-    source_only: list[str] = []
-    for package in cast(list[dict[str, Any]], pylock.get("packages", [])):
-        name = str(canonicalize_name(str(package["name"])))
-        version = Version(str(package["version"]))
-        entries = list(package.get("wheels") or [])
-        archive = package.get("archive")
-        if isinstance(archive, dict):
-            entries.append(archive)
-        files = [f for f in (_file(e) for e in entries) if f is not None and _installable(f.filename, target)]
-        if not files:
-            source_only.append(name)
-            continue
-        note = annotations.get(name)
-        parents = tuple(
-            sorted(str(canonicalize_name(v)) for v in (note.via if note else ()) if not v.startswith("-"))
-        )
-        dists.append(
-            LockedDistribution(
-                name=name,
-                version=version.public,
-                local=version.local,
-                files=tuple(sorted(files, key=lambda f: f.filename)),
-                declared_by=tuple(line.origin for line in origins.get(name, [])),
-                required_by=parents,
-                index=note.index if note else None,
-            )
-        )
-    dists.sort(key=lambda d: d.name)
-    return dists, source_only
-
-
 def hash_findings(lock: Lock, dists: Iterable[LockedDistribution]) -> list[Finding]:
     """A hash-locked input line must allow the file the lock chose for the target."""
     by_name = {d.name: d for d in dists}
@@ -263,11 +194,11 @@ def source_only_finding(
         message = (
             f"{what} ({where}) is published only as a source distribution for {target.describe()}, and its "
             f"build imports torch ({facts.evidence}), so pip cannot build it in an isolated build "
-            "environment and the image installs wheels only. Use instead: a prebuilt wheel for this "
-            "torch/CUDA/Python "
-            f"triple as a direct URL (`{name} @ https://.../<wheel built for the torch release, its variant "
-            f"and {abi}>.whl`), or a pinned build step in the Dockerfile after torch "
-            "(`pip install --no-build-isolation`) on a devel base image"
+            "environment. Either build it in the image: add it to the profile's "
+            f'`[python] build_from_source = ["{name}"]` (envbuild locks its sdist and build dependencies '
+            "with their hashes and builds it in the builder stage after the locked torch, for the ordered "
+            "cards' archs only), or use a prebuilt wheel for this torch/CUDA/Python triple as a direct URL "
+            f"(`{name} @ https://.../<wheel built for the torch release, its variant and {abi}>.whl`)"
         )
         return Finding(severity="error", code="E-SOURCE-NEEDS-TORCH", message=message)
     evidence = f" ({facts.evidence})" if facts.evidence else ""
@@ -340,7 +271,7 @@ def resolve(
     with tempfile.TemporaryDirectory(prefix="envbuild-lock-") as tmp:
         work = Path(tmp)
         (work / "requirements.in").write_text(input_text(lock), encoding="utf-8")
-        command = base_command(binary, target, sources, constraints)
+        command = base_command(binary, target, sources, constraints, lock.build_from_source)
         try:
             raw = run_uv(command, work / "requirements.in", work)
         except ResolverFailed as failed:
@@ -359,14 +290,24 @@ def resolve(
             if "No solution found" not in failed.text and "has no usable wheels" not in failed.text:
                 raise ResolveError(f"the resolver failed:\n{failed.text}") from None
             return Resolved((), tuple(conflict_findings(failed.text, lock, target, sources)), resolution)
-    annotations = parse_annotated(raw.annotated)
-    dists, source_only = distributions_from(raw.pylock, annotations, lock, target)
-    origins = _origins(lock)
-    findings = [source_only_finding(n, origins.get(n, []), target, sources) for n in source_only]
-    mismatch = sorted({d.name for d in dists} ^ (set(annotations) - set(source_only)))
-    if mismatch:
-        raise ResolveError(f"the resolver's two outputs disagree on: {', '.join(mismatch)}; run lock again")
-    findings += hash_findings(lock, dists)
+        annotations = parse_annotated(raw.annotated)
+        origins = _origins(lock)
+        dists, source_only = distributions_from(
+            raw.pylock, annotations, origins, target, lock.build_from_source
+        )
+        findings = [source_only_finding(n, origins.get(n, []), target, sources) for n in source_only]
+        mismatch = sorted({d.name for d in dists} ^ (set(annotations) - set(source_only)))
+        if mismatch:
+            raise ResolveError(
+                f"the resolver's two outputs disagree on: {', '.join(mismatch)}; run lock again"
+            )
+        findings += hash_findings(lock, dists)
+        if lock.build_from_source:
+            try:
+                built, more = source_builds(lock, raw.pylock, dists, command, work, target, sources)
+            except ResolverFailed as failed:
+                raise ResolveError(f"the resolver failed on the build dependencies:\n{failed.text}") from None
+            dists, findings = sorted([*dists, *built], key=lambda d: (d.name, d.role)), [*findings, *more]
     return Resolved(tuple(dists), tuple(findings), resolution)
 
 

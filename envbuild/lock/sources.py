@@ -41,6 +41,11 @@ class SourceFacts:
 
 def _sdist_urls(index: str, name: str) -> list[tuple[str, str]]:
     """(filename, absolute URL) of every sdist of ``name`` on ``index``."""
+    return [(f, u) for f, u in project_files(index, name) if f.endswith((".tar.gz", ".zip"))]
+
+
+def project_files(index: str, name: str) -> list[tuple[str, str]]:
+    """(filename, absolute URL) of every file of ``name`` on ``index``."""
     page = index.rstrip("/") + f"/{name}/"
     with open_url(page, accept=_ACCEPT, timeout=20) as response:
         body = response.read(8 << 20)
@@ -54,7 +59,7 @@ def _sdist_urls(index: str, name: str) -> list[tuple[str, str]]:
         for href in page_links(body.decode("utf-8", "replace")):
             url = urljoin(page, href)
             found.append((url.split("#", 1)[0].rsplit("/", 1)[-1], url))
-    return [(f, u) for f, u in found if f.endswith((".tar.gz", ".zip"))]
+    return found
 
 
 def _pick(
@@ -81,7 +86,7 @@ def _pick(
     return (str(best[0]), best[1], best[2]) if best else None
 
 
-def _read_members(data: bytes, filename: str) -> dict[str, str]:
+def read_members(data: bytes, filename: str) -> dict[str, str]:
     """``setup.py`` and ``pyproject.toml`` at the sdist's top folder."""
     wanted = {"setup.py", "pyproject.toml"}
     found: dict[str, str] = {}
@@ -104,7 +109,7 @@ def _read_members(data: bytes, filename: str) -> dict[str, str]:
 
 def inspect_sdist(data: bytes, filename: str) -> tuple[bool, str]:
     """(its build needs torch, the evidence) from the sdist's bytes."""
-    members = _read_members(data, filename)
+    members = read_members(data, filename)
     if "pyproject.toml" in members:
         try:
             requires = tomllib.loads(members["pyproject.toml"]).get("build-system", {}).get("requires", [])
@@ -137,3 +142,23 @@ def source_build_facts(name: str, declared: list[RequirementLine], sources: Sour
         except (OSError, ValueError, tarfile.TarError, zipfile.BadZipFile):
             continue
     return SourceFacts()
+
+
+def wheel_files(name: str, version: str, sources: Sources) -> list[str]:
+    """The wheel file names of ``name`` ``version`` on the indexes (unreadable indexes skipped)."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    found: list[str] = []
+    for index in sources.index_urls:
+        try:
+            files = project_files(index, name)
+        except (OSError, ValueError):
+            continue
+        for filename, _url in files:
+            try:
+                project, got, _build, _tags = parse_wheel_filename(filename)
+            except InvalidWheelFilename:
+                continue
+            if canonicalize_name(project) == name and got.public == version:
+                found.append(filename)
+    return found

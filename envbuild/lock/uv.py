@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,7 +80,11 @@ class Sources:
         return args
 
 
-def base_command(binary: str, target: Target, sources: Sources, constraints: list[Path]) -> list[str]:
+def base_command(
+    binary: str, target: Target, sources: Sources, constraints: list[Path], from_source: Iterable[str] = ()
+) -> list[str]:
+    """uv's resolution for ``target``: wheels only, except the sdists of ``from_source`` (a named
+    ``--no-binary`` wins over ``--only-binary :all:`` in uv 0.13: only those may be sdists)."""
     command = [
         binary,
         "pip",
@@ -99,6 +104,8 @@ def base_command(binary: str, target: Target, sources: Sources, constraints: lis
         "unsafe-best-match",
         *sources.args(),
     ]
+    for name in from_source:
+        command += ["--no-binary", name]
     for path in constraints:
         command += ["--constraint", str(path)]
     return command

@@ -44,6 +44,7 @@ CODES: dict[str, str] = {
     "E-REQ-HASH": "a hash-locked requirement's hashes exclude the target's file",
     "E-SOURCE-NEEDS-TORCH": "only a source distribution exists and its build imports torch",
     "E-SOURCE-ONLY": "only a source distribution exists for the image's Python and platform",
+    "E-SOURCE-NOT-RESOLVED": "a python.build_from_source name is not in the resolved environment",
     "E-ROCM-TOO-OLD": "the ROCm version is older than the card needs",
     "E-TOOLKIT-TOO-OLD": "the CUDA toolkit is older than the card needs",
     "E-TORCH-UNKNOWN": "the torch release is not in the catalog",
@@ -58,6 +59,7 @@ CODES: dict[str, str] = {
     "E-WHEEL-NAME": "a direct wheel URL's project differs from the requirement's name",
     "E-WHEEL-TAGS": "a direct wheel URL cannot install on the image's Python/platform",
     # warnings: works, with a cost or a risk worth knowing before ordering
+    "W-SOURCE-HAS-WHEEL": "a python.build_from_source name has a wheel for the target (an unneeded build)",
     "W-ABI-KERNELS-SKIPPED": "a torch extension's C++ kernels are not built for this torch; only Python API",
     "W-ABI-NO-GPU": "a CPU-only build of a torch extension next to a GPU torch",
     "W-ARCH-PTX-JIT": "a target runs the wheel only by JIT-compiling its +PTX",

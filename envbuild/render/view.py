@@ -28,6 +28,7 @@ from envbuild.render.apt import apt_packages, runtime_packages
 from envbuild.render.constraints import constraint_value
 from envbuild.render.lockfile import checked_env
 from envbuild.render.quote import check_plain, docker_str, md, sh
+from envbuild.render.source_build import SourceBuildView, builder_packages, source_build_view
 
 _PYTHON_VERSION = re.compile(r"^3\.\d{1,2}$")
 _FILENAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
@@ -81,6 +82,9 @@ class DockerfileView:
     nvidia_env: tuple[EnvVar, ...]
     extra_groups: str  # "video" for ROCm (device access), "" otherwise
     constraints: bool  # the bundle carries constraints/ (copied into the builder stage)
+    # [python] build_from_source: the builder stage builds these sdists (None: nothing is built)
+    source_build: SourceBuildView | None = None
+    builder_apt: tuple[str, ...] = ()  # the builder stage's apt list: apt plus a compiler for a source build
     venv: str = VENV_PATH_IN_IMAGE
     tool_venv: str = TOOL_VENV_IN_IMAGE
     lock_path: str = LOCK_PATH_IN_IMAGE
@@ -171,6 +175,8 @@ def dockerfile_view(plan: Plan, command: str) -> DockerfileView:
         nvidia_env=tuple(EnvVar(k, docker_str(v, k)) for k, v in nvidia_env(plan)),
         extra_groups="video" if plan.backend == "rocm" else "",
         constraints=any(constraint_value(line) is not None for line in plan.requirements),
+        source_build=source_build_view(plan),
+        builder_apt=tuple(sh(p, "system.apt") for p in builder_packages(plan, apt)),
     )
 
 

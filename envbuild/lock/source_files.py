@@ -1,0 +1,59 @@
+"""The bundle's files for ``[python] build_from_source``, written by ``envbuild lock`` beside
+``requirements-rebuild.txt`` (which holds only the wheels the image installs):
+
+- ``requirements-source.txt``: the sdists to build, each pinned to its sha256; the builder stage runs
+  ``pip wheel --no-build-isolation --no-deps --require-hashes`` on it, after the locked torch is in the venv;
+- ``requirements-build.txt``: their build dependencies that the image does not install (setuptools,
+  ninja, ...), each pinned to its sha256; installed with ``pip install --target`` beside the build, so
+  they never reach the image.
+
+Both exist only when the lock has source builds; their bytes depend on the lock only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from envbuild.models import Lock, LockedDistribution
+from envbuild.render.quote import check_plain, comment
+
+SOURCE_REQUIREMENTS = "requirements-source.txt"
+BUILD_REQUIREMENTS = "requirements-build.txt"
+
+
+def _lines(lock: Lock, role: str, what: str) -> Iterator[str]:
+    res = lock.resolution
+    assert res is not None
+    yield f"# {what}, locked by envbuild {lock.envbuild_version} with {res.resolver}. Do not edit:"
+    yield "#   regenerate with `envbuild lock BUNDLE` (see the bundle README)."
+    yield f"# profile: {comment(lock.profile_name, 'name')}; [python] build_from_source"
+    yield ""
+    yield "--require-hashes"
+    for i, url in enumerate(res.index_urls):
+        yield f"{'--index-url' if i == 0 else '--extra-index-url'} {check_plain(url, 'index url')}"
+    for link in res.find_links:
+        yield f"--find-links {check_plain(link, 'find-links')}"
+    for dist in lock.distributions:
+        if dist.role != role:
+            continue
+        yield ""
+        yield f"{dist.spec} \\"
+        hashes = dist.hashes
+        for j, value in enumerate(hashes):
+            yield f"    --hash={value}" + (" \\" if j < len(hashes) - 1 else "")
+
+
+def source_files(lock: Lock) -> dict[str, bytes]:
+    """``{file name: bytes}`` of the two files, or ``{}`` when the lock builds nothing from source."""
+    if not any(d.role == "source" for d in lock.distributions):
+        return {}
+    files = {
+        SOURCE_REQUIREMENTS: _lines(lock, "source", "The sdists the builder stage builds into wheels"),
+        BUILD_REQUIREMENTS: _lines(lock, "build", "What building them needs, beside the build only"),
+    }
+    return {name: ("\n".join(lines) + "\n").encode("utf-8") for name, lines in files.items()}
+
+
+def installed(dists: tuple[LockedDistribution, ...]) -> tuple[LockedDistribution, ...]:
+    """The distributions ``requirements-rebuild.txt`` installs (wheels, not sdists or build-only)."""
+    return tuple(d for d in dists if d.role == "install")

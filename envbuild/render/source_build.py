@@ -1,0 +1,88 @@
+"""The builder stage's source build (``[python] build_from_source``): what the Dockerfile needs.
+
+The build runs after the locked torch is in the venv (``pip wheel --no-build-isolation --no-deps``)
+with these variables set on its ``RUN`` line only (nothing reaches the final image):
+
+- the arch list, the ordered cards' archs only (each arch compiled costs a full pass of the kernels):
+  ``TORCH_CUDA_ARCH_LIST`` ("8.0;9.0") or ``PYTORCH_ROCM_ARCH`` ("gfx90a;gfx942") for torch's
+  ``cpp_extension``, and flash-attn's own ``FLASH_ATTN_CUDA_ARCHS`` ("80;90");
+- download shortcuts off, so nothing unhashed enters: ``FLASH_ATTENTION_FORCE_BUILD=TRUE`` (flash-attn's
+  ``setup.py`` otherwise downloads a prebuilt wheel from its GitHub releases);
+- ``MAX_JOBS``, a build argument ``envbuild build`` chooses from the build machine
+  (:func:`max_jobs`), so the bundle's bytes do not depend on the machine that renders it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from envbuild.models import Plan
+from envbuild.render.quote import sh
+
+# flash-attn's setup.py (2.7-2.8, ``get_max_jobs``/the MAX_JOBS comment): "each job's peak memory
+# cost is ~8-9GB when threads = 4" (NVCC_THREADS).  A job is given this many GiB of the build
+# machine's memory; torch's cpp_extension runs MAX_JOBS ninja jobs.
+GIB_PER_JOB = 9
+
+
+@dataclass(frozen=True)
+class SourceBuildView:
+    env: tuple[tuple[str, str], ...]  # (name, shell-quoted value), set on the build's RUN line only
+    names: tuple[str, ...]  # the distributions built from source
+
+
+def arch_env(plan: Plan) -> list[tuple[str, str]]:
+    """The arch-list variables for the plan's ordered cards (none on the CPU)."""
+    archs = sorted({c.arch for c in plan.targets if c.arch})
+    if plan.backend == "cuda":
+        numbers = [a.removeprefix("sm_") for a in archs if a.startswith("sm_")]
+        dotted = [f"{n[:-1]}.{n[-1]}" for n in numbers if n[:-1].isdigit()]
+        return [("TORCH_CUDA_ARCH_LIST", ";".join(dotted)), ("FLASH_ATTN_CUDA_ARCHS", ";".join(numbers))]
+    if plan.backend == "rocm":
+        return [("PYTORCH_ROCM_ARCH", ";".join(a for a in archs if a.startswith("gfx")))]
+    return []
+
+
+def source_build_view(plan: Plan) -> SourceBuildView | None:
+    from envbuild.render.lockfile import source_names
+
+    names = source_names(plan.profile)
+    if not names:
+        return None
+    pairs = [*arch_env(plan), ("FLASH_ATTENTION_FORCE_BUILD", "TRUE")]
+    return SourceBuildView(
+        env=tuple((key, sh(value, f"build_from_source {key}")) for key, value in pairs if value),
+        names=names,
+    )
+
+
+def max_jobs(cpus: int, memory_bytes: int) -> int:
+    """Parallel compile jobs for a source build: one per CPU, at most one per :data:`GIB_PER_JOB` GiB
+    of memory, at least 1."""
+    by_memory = memory_bytes // (GIB_PER_JOB << 30)
+    return max(1, min(cpus, by_memory))
+
+
+def build_machine_jobs() -> int:
+    """:func:`max_jobs` for this machine (the engine's, when it is local): CPUs this process may use,
+    physical memory."""
+    import os
+
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        memory = GIB_PER_JOB << 30
+    return max_jobs(cpus, memory)
+
+
+def builder_packages(plan: Plan, apt: list[str]) -> list[str]:
+    """The builder stage's apt list: ``apt``, plus g++ and the Python headers for a source build."""
+    if not plan.profile.python.build_from_source:
+        return apt
+    names = {p.split("=", 1)[0] for p in apt}
+    dev = "python3-dev" if plan.python_provision == "base-image" else f"python{plan.python_version}-dev"
+    return sorted([*apt, *(p for p in ("g++", dev) if p not in names)])
