@@ -19,9 +19,12 @@ What comes out (in file order):
 * A file named ``pylock.toml`` / ``pylock.<name>.toml`` is read as a PEP 751 lock
   (:mod:`envbuild.profile.pylock`): each package becomes a pinned line with its hashes.
 * ``include``: ``-r other.txt`` (relative to the including file, inside the profile's folder, cycles
-  rejected), followed by the included file's own lines.
+  rejected), followed by the included file's own lines.  Includes are bounded
+  (:mod:`envbuild.profile.includes`: 256 inclusions and 100,000 lines in all, each inclusion counted),
+  and each distinct file is read and parsed once.
 * A ``-c`` constraints file is read with the same rules (pip reads it at build time), its lines are
-  not installed, and it may not name further ``-r``/``-c`` files (envbuild copies it alone).
+  not installed, and it may not name further ``-r``/``-c`` files (envbuild copies it alone, without its
+  comments).  It is copied into the bundle, so a secret on any of its lines, a comment's too, is refused.
 * Decoding follows pip: a UTF-8/16/32 BOM, else a ``# -*- coding: NAME -*-`` line, else UTF-8 (pip's
   locale fallback is not followed: it would read differently on another machine).
 * Comment stripping and every scan run in linear time: a hostile multi-megabyte line is refused
@@ -40,11 +43,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from envbuild.errors import Issue
 from envbuild.models import RequirementLine
 from envbuild.profile.fields import has_control
+from envbuild.profile.includes import Budget, Frame, OverBudget, Parsed
 from envbuild.profile.paths import Place, PlaceError
 from envbuild.profile.pep508 import (
     ENV_VAR_MSG,
@@ -55,19 +59,12 @@ from envbuild.profile.pep508 import (
     parse_requirement,
 )
 from envbuild.profile.pylock import is_pylock, parse_pylock
+from envbuild.profile.reqtext import decode, logical_lines
+from envbuild.secrets import content_reason, redact
 
 MAX_INCLUDE_DEPTH = 16
-_COMMENT_RE = re.compile(r"(^|\s+)#.*$")
 _HASH_RE = {"sha256": 64, "sha384": 96, "sha512": 128}
 _HOST_RE = re.compile(r"[A-Za-z0-9.-]+(?::[0-9]+)?|\[[0-9a-fA-F:]+\](?::[0-9]+)?")
-_BOMS = (
-    (b"\xef\xbb\xbf", "utf-8"),
-    (b"\xff\xfe\x00\x00", "utf-32-le"),
-    (b"\x00\x00\xfe\xff", "utf-32-be"),
-    (b"\xff\xfe", "utf-16-le"),
-    (b"\xfe\xff", "utf-16-be"),
-)
-_CODING_RE = re.compile(rb"coding[:=]\s*([-\w.]+)")
 _BINARY_RE = re.compile(r":all:|:none:|[A-Za-z0-9._-]+(?:,[A-Za-z0-9._-]+)*")
 
 # long option -> takes a value?  Short aliases map onto long ones.
@@ -107,86 +104,11 @@ class _State:
     issues: list[Issue]
     key: str  # "python.requirements[0]"
     on_file: Callable[[Place, bytes], None]
+    budget: Budget = field(default_factory=Budget)
     stack: list[str] = field(default_factory=list)
     lines: list[RequirementLine] = field(default_factory=list)
     constraints: bool = False  # reading a -c file: checked, its lines are not installed
-
-
-def _strip_comment(line: str) -> str:
-    """``_COMMENT_RE.sub("", line)`` (pip's ``(^|\\s+)#.*$``) in linear time.
-
-    The regex retries ``\\s+`` from every blank of a long run: quadratic, so a hostile file with a
-    megabyte of spaces would hang.  The first ``#`` at the start or after a blank begins the comment,
-    together with the blanks before it.
-    """
-    start = 0
-    while True:
-        i = line.find("#", start)
-        if i < 0:
-            return line
-        if i == 0 or line[i - 1].isspace():
-            cut = i
-            while cut > 0 and line[cut - 1].isspace():
-                cut -= 1
-            return line[:cut]
-        start = i + 1
-
-
-def _logical_lines(text: str) -> list[tuple[int, str]]:
-    """pip's join_lines + ignore_comments: (first physical line number, logical line)."""
-    out: list[tuple[int, str]] = []
-    pending: list[str] = []
-    start = 0
-    for number, line in enumerate(text.splitlines(), start=1):
-        is_comment = _COMMENT_RE.match(line) is not None
-        if not line.endswith("\\") or is_comment:
-            if is_comment:
-                line = " " + line
-            if pending:
-                pending.append(line)
-                out.append((start, "".join(pending)))
-                pending = []
-            else:
-                out.append((number, line))
-        else:
-            if not pending:
-                start = number
-            pending.append(line.rstrip("\\"))
-    if pending:
-        out.append((start, "".join(pending)))
-    cleaned = [(n, _strip_comment(line).strip()) for n, line in out]
-    return [(n, line) for n, line in cleaned if line]
-
-
-def decode(data: bytes) -> str:
-    """pip's ``auto_decode``: a BOM (UTF-8/16/32), else a ``# -*- coding: X -*-`` line, else UTF-8.
-
-    pip falls back to the locale's encoding; envbuild does not (it would read differently on
-    another machine) and says so.
-    """
-    for bom, codec in _BOMS:
-        if data.startswith(bom):
-            try:
-                return data[len(bom) :].decode(codec)
-            except UnicodeDecodeError as exc:
-                raise LineError(
-                    f"not valid {codec} text after its BOM: {exc.reason} at byte {exc.start}"
-                ) from None
-    codec = "UTF-8"
-    for line in data.split(b"\n")[:2]:
-        found = _CODING_RE.search(line) if line.lstrip().startswith(b"#") else None
-        if found:
-            codec = found.group(1).decode("ascii")
-            break
-    try:
-        return data.decode(codec)
-    except LookupError:
-        raise LineError(f"unknown encoding {codec!r} in its coding line") from None
-    except UnicodeDecodeError as exc:
-        raise LineError(
-            f"not {codec} text: {exc.reason} at byte {exc.start} (save it as UTF-8, "
-            "or name the encoding in a '# -*- coding: NAME -*-' first line)"
-        ) from None
+    frames: list[Frame] = field(default_factory=list)  # one per file being read (the stack's)
 
 
 def _split_options(options: str) -> list[tuple[str, str | None]]:
@@ -274,14 +196,13 @@ def _option_line(name: str, value: str | None, place: Place, state: _State, orig
         if name == "--constraint":
             # pip reads the file at build time: check it like a requirements file (no ${VAR}, no
             # credentials, no -e, no local paths), keep only the option line
-            check = _State(state.issues, state.key, state.on_file, list(state.stack), constraints=True)
-            _parse_file(target, check)
+            _include(target, replace(state, lines=[], constraints=True), origin)
             state.lines.append(RequirementLine(kind="option", text=f"-c {shlex.quote(value)}", origin=origin))
             return
         state.lines.append(
             RequirementLine(kind="include", text=f"{short} {shlex.quote(value)}", origin=origin)
         )
-        _parse_file(target, state)
+        _include(target, state, origin)
         return
     state.lines.append(RequirementLine(kind="option", text=f"{name} {shlex.quote(value)}", origin=origin))
 
@@ -305,7 +226,38 @@ def _requirement_line(args: str, options: str, origin: str, state: _State) -> No
     )
 
 
-def _parse_file(place: Place, state: _State) -> None:
+def _include(place: Place, state: _State, origin: str) -> None:
+    """Read the file ``-r``/``-c`` names at ``origin``: each distinct file is parsed once, and every
+    inclusion is charged to the budget, its own and, for a file parsed before, those inside it."""
+    budget, where = state.budget, f"{origin}, which includes {place.display}"
+    key = (place.path.resolve(), state.constraints)
+    done = budget.parsed.get(key)
+    if done is None:
+        before = (budget.inclusions, budget.physical, len(state.lines))
+        budget.charge(1, 0, where)
+        frame = _parse_file(place, state)
+        done = budget.parsed[key] = Parsed(
+            lines=tuple(state.lines[before[2] :]),
+            inclusions=budget.inclusions - before[0],
+            physical=budget.physical - before[1],
+            files=frozenset(frame.files),
+            depth=frame.depth,
+        )
+    else:
+        cycle = next((label for label in state.stack if label in done.files), None)
+        if cycle is not None:
+            raise LineError(f"-r include cycle: {' -> '.join([*state.stack, place.label])} -> ... -> {cycle}")
+        if len(state.stack) + done.depth >= MAX_INCLUDE_DEPTH:
+            raise LineError(f"-r includes nest deeper than {MAX_INCLUDE_DEPTH}")
+        budget.charge(done.inclusions, done.physical, where)
+        state.lines.extend(done.lines)
+    if state.frames:
+        state.frames[-1].files |= done.files
+        state.frames[-1].depth = max(state.frames[-1].depth, done.depth + 1)
+
+
+def _parse_file(place: Place, state: _State) -> Frame:
+    """Parse ``place`` into ``state``; return the files it read and how deep its includes nest."""
     if place.label in state.stack:
         chain = " -> ".join([*state.stack, place.label])
         raise LineError(f"-r include cycle: {chain}")
@@ -316,18 +268,22 @@ def _parse_file(place: Place, state: _State) -> None:
         text = decode(data)
     except (PlaceError, LineError) as exc:
         state.issues.append(Issue(place.display, state.key, str(exc)))
-        return
+        return Frame({place.label})
     state.on_file(place, data)
+    physical = text.splitlines()
+    state.budget.charge(0, len(physical), place.display)
+    frame, first_issue = Frame({place.label}), len(state.issues)
     if is_pylock(place.label) and not state.constraints:
         for key, item in parse_pylock(text, place.label):
             if isinstance(item, LineError):
                 state.issues.append(Issue(place.display, f"{state.key} {key}".strip(), str(item)))
             else:
                 state.lines.append(item)
-        return
+        return frame
     state.stack.append(place.label)
+    state.frames.append(frame)
     try:
-        for number, line in _logical_lines(text):
+        for number, line in logical_lines(text):
             origin = f"{place.label}:{number}"
             try:
                 if ENV_VAR_RE.search(line):
@@ -346,14 +302,53 @@ def _parse_file(place: Place, state: _State) -> None:
                 state.issues.append(Issue(place.display, f"{state.key} line {number}", str(exc)))
     finally:
         state.stack.pop()
+        state.frames.pop()
+    if state.constraints:  # copied into the bundle: no secret anywhere, comments included
+        _secret_lines(place, state, physical, {issue.key for issue in state.issues[first_issue:]})
+    return frame
+
+
+def _secret_lines(place: Place, state: _State, physical: list[str], reported: set[str]) -> None:
+    """A constraints file is copied into the bundle (and so the image): a secret on any line, in a
+    comment too, is refused here, named by its line and shown redacted (``reported``: the keys of the
+    lines the parse refused already)."""
+    for number, line in enumerate(physical, start=1):
+        if f"{state.key} line {number}" in reported:
+            continue
+        found = content_reason(line.encode("utf-8", "replace"))
+        if found:
+            shown = redact(line.strip())  # redacted first, then cut
+            shown = shown if len(shown) <= 120 else shown[:117] + "..."
+            state.issues.append(
+                Issue(
+                    place.display,
+                    f"{state.key} line {number}",
+                    f"holds {found} ({shown}); a constraints file is copied into the bundle and the image: "
+                    "remove the secret (pip reads index credentials from the environment or a keyring at "
+                    "build time)",
+                )
+            )
 
 
 def parse_file(
-    place: Place, *, key: str, issues: list[Issue], on_file: Callable[[Place, bytes], None]
+    place: Place,
+    *,
+    key: str,
+    issues: list[Issue],
+    on_file: Callable[[Place, bytes], None],
+    constraints: bool = False,
 ) -> tuple[RequirementLine, ...]:
-    """Parse a requirements file (and its ``-r`` includes); append problems to ``issues``."""
-    state = _State(issues=issues, key=key, on_file=on_file)
-    _parse_file(place, state)
+    """Parse a requirements file (and its ``-r`` includes); append problems to ``issues``.
+
+    Includes are bounded: :data:`MAX_INCLUSIONS` inclusions and :data:`MAX_INCLUDED_LINES` lines in all,
+    each inclusion counted every time it happens; each distinct file is read and parsed once.  With
+    ``constraints``, the file is read as a ``-c`` file (checked, secrets refused; its lines returned)."""
+    state = _State(issues=issues, key=key, on_file=on_file, constraints=constraints)
+    try:
+        _parse_file(place, state)
+    except OverBudget as exc:
+        issues.append(Issue(place.display, key, str(exc)))
+        return ()
     return tuple(state.lines)
 
 
