@@ -256,7 +256,7 @@ def _print_fleet(fleet: object) -> None:
     lots = Table(title=f"envbuild report fleet — {len(fleet.lots)} lots")
     lots.add_column("lot", no_wrap=True)
     lots.add_column("verdict", no_wrap=True)
-    for col in ("first failure", "driver", "GPUs", "GPU UUIDs", "packages (sha256, count)"):
+    for col in ("first failure", "driver", "GPUs", "GPU UUIDs", "packages (sha256, count)", "hardware rules"):
         lots.add_column(col, overflow="fold")
     times = Table(title="seconds per stage")
     times.add_column("lot", no_wrap=True)
@@ -274,6 +274,7 @@ def _print_fleet(fleet: object) -> None:
             cell(", ".join(lot.gpu_names) or "none", "gpu names" in cols),
             cell("\n".join(lot.gpu_uuids) or "none", "gpu uuid" in cols),
             cell(f"{lot.packages} ({lot.package_count})" if lot.packages else "unknown", "packages" in cols),
+            cell(lot.hardware or "not read", "hardware" in cols),
         )
         times.add_row(
             escape(lot.lot),

@@ -11,20 +11,21 @@ health rules and :func:`judge`, which runs them all.  The driver floor stays the
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 from envbuild.hardware import fit
 from envbuild.hardware.judge import IDLE_PCT, LOADED_PCT, Judge, Order, gib, label, load
+from envbuild.models import Finding
 from envbuild.models.hardware import NOT_APPLICABLE
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from envbuild.catalog import Catalog
-    from envbuild.models import Finding
     from envbuild.models.hardware import HardwareFacts
 
-__all__ = ["IDLE_PCT", "LOADED_PCT", "Order", "judge", "rules"]
+__all__ = ["IDLE_PCT", "LOADED_PCT", "Judged", "Order", "RuleVerdict", "judge", "judge_rules", "rules"]
 
 # Correctable (single-bit) ECC errors since the driver loaded above this are a warning.  Source: Meta's
 # GPU cluster monitoring health checks (facebookresearch/gcm, check-nvidia-smi
@@ -313,6 +314,68 @@ def rules() -> tuple[Rule, ...]:
     )
 
 
+@dataclass(frozen=True, kw_only=True)
+class RuleVerdict:
+    """One rule's verdict over a reading: ``error`` / ``warning`` (its worst finding), ``unjudged`` (the
+    source lacks a fact it needs, ``why`` says which), or ``passed``."""
+
+    rule: str  # the rule's name: "identity", "ecc", "pcie", ...
+    verdict: Literal["passed", "error", "warning", "unjudged"]
+    codes: tuple[str, ...] = ()
+    why: tuple[str, ...] = ()  # what went unjudged, and why
+
+
+@dataclass(frozen=True, kw_only=True)
+class Judged:
+    findings: tuple[Finding, ...]  # errors first; I-HW-UNJUDGED last when something went unjudged
+    verdicts: tuple[RuleVerdict, ...]  # one per rule, in :func:`rules` order
+
+
+def judge_rules(
+    facts: HardwareFacts,
+    order: Order,
+    catalog: Catalog,
+    *,
+    own_pids: Collection[int] = (),
+    pci_ids: Path | None = None,
+) -> Judged:
+    """Every rule over ``facts``, with each rule's verdict; one I-HW-UNJUDGED lists what the source
+    could not judge."""
+    from envbuild.plan.findings import Findings
+
+    out = Findings()
+    j = Judge(facts=facts, order=order, catalog=catalog, out=out, own_pids=own_pids, pci_ids=pci_ids)
+    verdicts = []
+    for rule in rules():
+        seen = set(out.result())
+        before = {k: list(v) for k, v in j.unjudged.items()}
+        rule(j)
+        new = [f for f in out.result() if f not in seen]
+        why = tuple(
+            f"{name}: {reason}"
+            for name, reasons in j.unjudged.items()
+            for reason in reasons
+            if reason not in before.get(name, ())
+        )
+        severities = {f.severity for f in new}
+        verdict: Literal["passed", "error", "warning", "unjudged"] = (
+            "error"
+            if "error" in severities
+            else "warning"
+            if "warning" in severities
+            else "unjudged"
+            if why
+            else "passed"
+        )
+        verdicts.append(
+            RuleVerdict(rule=rule.__name__, verdict=verdict, codes=tuple(f.code for f in new), why=why)
+        )
+    if j.unjudged:
+        parts = [f"{rule} ({'; '.join(why)})" for rule, why in j.unjudged.items()]
+        out.info("I-HW-UNJUDGED", f"not judged: {', '.join(parts)}")
+    return Judged(findings=out.result(), verdicts=tuple(verdicts))
+
+
 def judge(
     facts: HardwareFacts,
     order: Order,
@@ -321,14 +384,5 @@ def judge(
     own_pids: Collection[int] = (),
     pci_ids: Path | None = None,
 ) -> tuple[Finding, ...]:
-    """Every rule over ``facts``; one I-HW-UNJUDGED lists what the source could not judge."""
-    from envbuild.plan.findings import Findings
-
-    out = Findings()
-    j = Judge(facts=facts, order=order, catalog=catalog, out=out, own_pids=own_pids, pci_ids=pci_ids)
-    for rule in rules():
-        rule(j)
-    if j.unjudged:
-        parts = [f"{rule} ({'; '.join(why)})" for rule, why in j.unjudged.items()]
-        out.info("I-HW-UNJUDGED", f"not judged: {', '.join(parts)}")
-    return out.result()
+    """Every rule over ``facts`` (:func:`judge_rules`), the findings only."""
+    return judge_rules(facts, order, catalog, own_pids=own_pids, pci_ids=pci_ids).findings

@@ -246,6 +246,7 @@ def _build_report(
         interrupted=outcome.interrupted is not None,
         signal=outcome.interrupted,
         host=host_facts(),
+        hardware=ctx.hardware,
     )
 
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from envbuild.validate.hardware_report import hardware_summary
 from envbuild.validate.html_report import CSP
 from envbuild.validate.model import Report
 from envbuild.validate.verify import TIMING_MIN_S, device_rows, installed_distributions, load_report
@@ -59,6 +60,7 @@ class Lot:
     seconds: dict[str, float] = field(default_factory=dict)  # stage -> duration, for stages that ran
     total_s: float = 0.0
     gflops: dict[str, float] = field(default_factory=dict)  # "cpu float32" -> GFLOP/s
+    hardware: str | None = None  # the hardware rules' findings ("ok", "E-HW-MIG, ..."); None: not read
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,7 @@ def _lot(name: str, path: Path, report: Report) -> Lot:
         seconds={s.stage: s.duration_s for s in report.stages if s.status in RAN},
         total_s=report.duration_s,
         gflops=gflops,
+        hardware=hardware_summary(report.hardware),
     )
 
 
@@ -169,6 +172,7 @@ def compare_lots(lots: tuple[Lot, ...]) -> Fleet:
         ("driver", lambda lot: lot.driver),
         ("gpu names", lambda lot: ", ".join(lot.gpu_names) or None),
         ("packages", lambda lot: lot.packages),
+        ("hardware", lambda lot: lot.hardware),
     ):
         outliers += categorical_outliers(label, [(lot.lot, get(lot)) for lot in lots])
     for stage in order:
@@ -313,6 +317,8 @@ def render_html(fleet: Fleet) -> str:
                 "gpu_uuids_flag": "gpu uuid" in cols,
                 "packages": (f"{lot.packages} ({lot.package_count})" if lot.packages else "unknown"),
                 "packages_flag": "packages" in cols,
+                "hardware": lot.hardware or "not read",
+                "hardware_flag": "hardware" in cols,
                 "stages": [
                     {"text": stage_cell(lot, s), "flag": f"stage {s} s" in cols} for s in fleet.stages
                 ],

@@ -32,7 +32,8 @@ class Interrupted(Exception):
 def _run_one(ctx: StageContext, name: str) -> StageResult:
     start = time.monotonic()
     try:
-        if name in TORCH_STAGES and ctx.lock.torch_version is None:
+        # a GPU lock without torch (ubuntu, blender) still has its hardware judged by the devices stage
+        if name in TORCH_STAGES and ctx.lock.torch_version is None and not (name == "devices" and ctx.gpu):
             kind = ctx.lock.profile_kind
             return decide.skipped(name, f"the lock declares no torch (profile kind {kind}): not applicable")
         res = RUNNERS[name](ctx)

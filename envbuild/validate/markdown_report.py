@@ -8,6 +8,7 @@ import json
 import re
 from typing import Any
 
+from envbuild.validate.hardware_report import hardware_section
 from envbuild.validate.model import Report
 from envbuild.validate.redact import redact_text
 
@@ -42,6 +43,7 @@ def render_markdown(report: Report) -> str:
     lines += [
         f"- {label}: {_md(str(value))}" for label, value in key_facts(report) if value not in (None, "", [])
     ]
+    lines += hardware_section(report.hardware)
     lines += blender_section(report)
     lines += packages_section(report)
     lines += checks_section(report)

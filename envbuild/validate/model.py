@@ -61,6 +61,8 @@ class Report:
     interrupted: bool = False
     signal: str | None = None
     host: dict[str, Any] = field(default_factory=dict)
+    # the devices stage's live hardware reading (issue 26): source, facts, each rule's verdict, findings
+    hardware: dict[str, Any] | None = None
 
     def stage(self, name: str) -> StageResult:
         for result in self.stages:

@@ -115,3 +115,19 @@ def _process_table() -> dict[int, ProcStat]:
 
 def _dead(st: ProcStat) -> bool:
     return st.state in ("Z", "X", "x")
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process under ``pid`` (children, their children, ...), from ``/proc``."""
+    children: dict[int, list[int]] = {}
+    for child, st in _process_table().items():
+        if not _dead(st):
+            children.setdefault(st.ppid, []).append(child)
+    found: set[int] = set()
+    pending = [pid]
+    while pending:
+        for child in children.get(pending.pop(), ()):
+            if child not in found:
+                found.add(child)
+                pending.append(child)
+    return found

@@ -37,6 +37,7 @@ class StageContext:
     cancel: dict[str, threading.Event] = field(default_factory=dict)  # background stages
     files: dict[str, bytes] = field(default_factory=dict)  # binary report files (the Blender renders)
     skip: dict[str, str] = field(default_factory=dict)  # stage -> why --skip leaves it out (skip_reasons)
+    hardware: dict[str, Any] | None = None  # report.json's hardware section (the devices stage)
 
     def timeout(self, stage: str) -> float:
         return float(self.timeouts.get(stage, _SPECS[stage].timeout_s))

@@ -15,7 +15,17 @@ from pathlib import Path
 
 from envbuild.models import CheckSpec
 from envbuild.resources import cache_dir
-from envbuild.validate import blender, checks, container, container_facts, decide, decide_work, gpu, interp
+from envbuild.validate import (
+    blender,
+    checks,
+    container,
+    container_facts,
+    decide,
+    decide_work,
+    gpu,
+    hardware_stage,
+    interp,
+)
 from envbuild.validate.host import mem_available_bytes
 from envbuild.validate.model import StageResult
 from envbuild.validate.stage_context import ProbeFailed, StageContext, probe, probe_data
@@ -75,8 +85,22 @@ def _accelerator(ctx: StageContext) -> StageResult:
 def _devices(ctx: StageContext) -> StageResult:
     if not ctx.gpu:
         return gpu.decide_devices(ctx.lock, {}, [])
+    hw = _hardware(ctx)
+    if ctx.lock.torch_version is None:
+        return hardware_stage.hardware_only(ctx.lock, hw)
     data = probe(ctx, "devices", "devices", {}, warm=True)
-    return gpu.decide_devices(ctx.lock, data, ctx.gpu_tools().views, ctx.restricted)
+    res = gpu.decide_devices(ctx.lock, data, ctx.gpu_tools().views, ctx.restricted)
+    return hardware_stage.with_hardware(res, hw)
+
+
+def _hardware(ctx: StageContext) -> hardware_stage.HardwareJudgement:
+    """The machine's hardware read live and judged by the rules of ``check --smi`` (issue 26); the
+    reading becomes report.json's ``hardware`` section."""
+    facts = hardware_stage.read_live(ctx.lock.backend)
+    pids = hardware_stage.own_pids()
+    hw = hardware_stage.judge_live(ctx.lock, facts, pids=pids, in_container=container_facts.in_container())
+    ctx.hardware = hw.section()
+    return hw
 
 
 def _devices_list(ctx: StageContext) -> list[str]:

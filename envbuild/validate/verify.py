@@ -13,6 +13,7 @@ from packaging.utils import canonicalize_name
 from envbuild.boundary import InvalidData, parse_json
 from envbuild.digest import sha256_file
 from envbuild.errors import ReportError
+from envbuild.validate.hardware_report import hardware_differences
 from envbuild.validate.model import Report
 from envbuild.validate.report import MANIFEST
 from envbuild.validate.sign import SIGNATURE
@@ -216,6 +217,8 @@ def _hardware_changes(a: Report, b: Report) -> list[Change]:
         va, vb = _fact(a, stage, key), _fact(b, stage, key)
         if va != vb:
             out.append(Change("hardware", label, va, vb, f"{label}: {va} -> {vb}"))
+    for label, va, vb in hardware_differences(a.hardware, b.hardware):  # the live reading (issue 26)
+        out.append(Change("hardware", label, va, vb, f"{label}: {va} -> {vb}"))
     return out
 
 
