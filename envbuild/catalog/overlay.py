@@ -172,8 +172,29 @@ def read(path: Path) -> Overlay:
         raise OverlayInvalid(f"{where}: {error_message(err)}") from None
     if overlay.fetched_at.tzinfo is None:
         raise OverlayInvalid("fetched_at: no time zone (expected UTC)")
+    _check_strings(to_data(overlay), "")
     cache.store(path, Overlay, key, overlay)
     return overlay
+
+
+def _check_strings(data: object, where: str) -> None:
+    """Every string of the overlay passes the profile's free-text check (one line, visible characters):
+    its sources and versions reach plans, and from there the comments of ``requirements-rebuild.txt``,
+    where a line break by Python's rules (U+2028, NEL, ...) would start a line pip reads as an option.
+    An index's ``error`` is exempt: it is a message for ``catalog show``, never part of a plan."""
+    from envbuild.profile.fields import check_text
+
+    if isinstance(data, str):
+        problem = check_text(data, max_len=1 << 20)
+        if problem is not None:
+            raise OverlayInvalid(f"{where or '(top level)'}: {problem}")
+    elif isinstance(data, dict):
+        for key, value in data.items():
+            if not (key == "error" and where.startswith("indexes.")):
+                _check_strings(value, f"{where}.{key}" if where else str(key))
+    elif isinstance(data, list | tuple):
+        for i, value in enumerate(data):
+            _check_strings(value, f"{where}.{i}")
 
 
 def write(path: Path, overlay: Overlay) -> None:

@@ -25,7 +25,7 @@ from envbuild.lock.resolve import Resolved
 from envbuild.lockurls import install_route
 from envbuild.models import Lock, LockedDistribution
 from envbuild.render.lockfile import lock_json
-from envbuild.render.quote import check_plain, comment
+from envbuild.render.quote import check_file, check_generated, check_plain, comment
 
 REQUIREMENTS = "requirements-rebuild.txt"
 LOCK = "envbuild.lock.json"
@@ -102,7 +102,8 @@ def generate(lock: Lock, resolved: Resolved) -> Iterator[str]:
 
 
 def render_requirements(lock: Lock, resolved: Resolved) -> str:
-    return "\n".join(generate(lock, resolved)) + "\n"
+    lines = list(generate(lock, resolved))
+    return check_file(REQUIREMENTS, "\n".join(lines) + "\n", lines)
 
 
 def locked(lock: Lock, resolved: Resolved) -> Lock:
@@ -136,6 +137,7 @@ def write_locked(bundle: Path, lock: Lock, resolved: Resolved, extra: dict[str, 
     readme = _with_route(bundle, files.get(README), new_lock)
     if readme is not None:  # the README's provider route says which route applies now
         files = {README: readme, **{name: data for name, data in files.items() if name != README}}
+    check_generated(files)
     parts: dict[str, Path] = {}
     try:
         for name, data in files.items():

@@ -60,6 +60,19 @@ _INVISIBLE_RE = re.compile(
 )
 
 
+# Every character str.splitlines splits at (tests/test_line_breaks.py checks the list against Python).
+# pip reads a requirements file with splitlines: each of them starts a line pip reads, in a comment too.
+LINE_BREAKS = "\n\v\f\r\x1c\x1d\x1e\x85\u2028\u2029"
+
+
+def line_break(value: str) -> str | None:
+    """The first character of ``value`` at which ``str.splitlines`` splits it, else None."""
+    pieces = value.splitlines()
+    if len(pieces) > 1 or (pieces[0] != value if pieces else bool(value)):
+        return value[len(pieces[0]) if pieces else 0]
+    return None
+
+
 def _clip(value: str, limit: int = 60) -> str:
     return value if len(value) <= limit else value[: limit - 3] + "..."
 

@@ -27,7 +27,7 @@ from envbuild.models import (
 )
 from envbuild.profile import requirements
 from envbuild.profile.appdir import collect_app
-from envbuild.profile.fields import did_you_mean, secret_value_problems
+from envbuild.profile.fields import did_you_mean, line_break, secret_value_problems
 from envbuild.profile.merge import Merged, merge
 from envbuild.profile.paths import Place, PlaceError, builtin_place, root_place
 from envbuild.profile.schema import CHECK, TABLES, Spec, check_document
@@ -195,6 +195,13 @@ def _locate(ref: str) -> tuple[Place, str, bool]:
         message = f"{what}{hint}; built-ins: {choices(names)}"
         raise UsageError(f"{shown}: {message}")
     place = root_place(path, ref if ref.isprintable() else repr(ref))
+    found = line_break(ref) or line_break(str(place.path))
+    if found is not None:  # the path is recorded in comments of the files render writes (issue 25)
+        raise UsageError(
+            f"{place.display}: the profile's path holds the line break {found!r}, which would start a new "
+            "line in the files envbuild writes (pip reads such a line of requirements-rebuild.txt as an "
+            "option); rename the folder or file"
+        )
     return place, place.label, False
 
 

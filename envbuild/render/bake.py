@@ -12,6 +12,7 @@ import re
 from envbuild import __version__
 from envbuild.models import CheckResult
 from envbuild.render.env import render_template
+from envbuild.render.quote import check_plain
 from envbuild.render.readme import suggested_tag
 from envbuild.render.view import SOURCE_DATE_EPOCH
 
@@ -35,7 +36,7 @@ def render_bake(result: CheckResult, command: str) -> str:
     return render_template(
         "bake/docker-bake.hcl.j2",
         envbuild_version=__version__,
-        command=command,
+        command=check_plain(command, "command"),
         tag=hcl_str(suggested_tag(result)),
         base_image=hcl_str(plan.base_image),
         source_date_epoch=SOURCE_DATE_EPOCH,

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from envbuild.errors import BundleError
 from envbuild.models import Profile
+from envbuild.render.quote import check_generated
 from envbuild.render.previous import _is_dir, is_bundle, plan_keep, prepare_out, was_resolved
 from envbuild.render.recovery import _old_for, _write_journal, recover
 from envbuild.render.render_lock import render_lock
@@ -104,7 +105,11 @@ def write_bundle(
     discard_edits: bool = False,
 ) -> Written:
     """:func:`write_tree`, saying what it did with the previous bundle's lock and the user's edits; it
-    adds render's record (:data:`envbuild.render.rerender.RECORD_FILE`) to ``files``."""
+    adds render's record (:data:`envbuild.render.rerender.RECORD_FILE`) to ``files``.
+
+    Each generated text file is looked at once more first (:func:`envbuild.render.quote.check_generated`):
+    a line break by Python's rules other than LF in one is refused, with nothing written."""
+    check_generated(files)
     out = out.absolute()
     prepare_out(out)
     try:

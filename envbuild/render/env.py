@@ -82,7 +82,9 @@ def environment() -> jinja2.Environment:
 def render_template(template: str, **context: Any) -> str:
     """Render ``templates/<name>`` and normalise it: LF endings, no trailing blanks, one final newline."""
     text = environment().get_template(template).render(**context)
-    lines = [line.rstrip() for line in text.splitlines()]
+    # Split at LF only: splitlines would turn a stray U+2028 in a value into a real line break, where
+    # the last look at a bundle's files (envbuild.render.quote.check_generated) could not see it.
+    lines = [line.rstrip() for line in text.split("\n")]
     while lines and not lines[-1]:
         lines.pop()
     collapsed: list[str] = []

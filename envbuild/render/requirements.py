@@ -27,7 +27,9 @@ from collections.abc import Iterator
 from envbuild import __version__
 from envbuild.models import Plan, RequirementLine
 from envbuild.render.constraints import Constraint, collect_constraints, constraint_value
-from envbuild.render.quote import check_plain, comment
+from envbuild.render.quote import check_file, check_plain, comment
+
+FILENAME = "requirements-rebuild.txt"
 
 # Options pip accepts in a requirements file that apply to the whole install.
 GLOBAL_OPTIONS = frozenset(
@@ -106,6 +108,7 @@ def generate(plan: Plan, command: str, constraints: tuple[Constraint, ...] | Non
         if line.kind == "requirement":
             kept.append(line)
             continue
+        check_plain(line.text, line.origin)  # shlex.join below would quote a line break, not refuse it
         words = option_words(line) if line.kind == "option" else []
         origin = comment(line.origin, "origin")
         if line.kind == "include":
@@ -141,4 +144,5 @@ def generate(plan: Plan, command: str, constraints: tuple[Constraint, ...] | Non
 
 
 def render_requirements(plan: Plan, command: str, constraints: tuple[Constraint, ...] | None = None) -> str:
-    return "\n".join(generate(plan, command, constraints)).rstrip("\n") + "\n"
+    lines = list(generate(plan, command, constraints))
+    return check_file(FILENAME, "\n".join(lines).rstrip("\n") + "\n", lines)
