@@ -1,7 +1,8 @@
 """URLs as a lock records them: no path of this machine, no credential.
 
-- An index or ``--find-links`` URL with credentials (``https://user:token@host/simple``, or a secret
-  query parameter such as ``?token=...``) is recorded with ``${VAR}`` references in their place
+- An index or ``--find-links`` URL with credentials (``https://user:token@host/simple``, a secret
+  query parameter such as ``?token=...``, the token in a Cloudsmith/packagecloud/Gemfury path) is
+  recorded with ``${VAR}`` references in their place
   (:func:`lock_url`): ``https://${ENVBUILD_INDEX_1_USER}:${ENVBUILD_INDEX_1_TOKEN}@host/simple``.  pip
   expands ``${VAR}`` in a requirements file from the environment, and ``envbuild fetch`` does the same
   (:func:`expand`), so the lock and ``requirements-rebuild.txt`` carry the variable names, never values.
@@ -18,7 +19,7 @@ import os
 import re
 from collections.abc import Iterable
 from typing import NamedTuple
-from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit
 
 from envbuild.models import LOCAL_FOLDER, Lock
 
@@ -45,16 +46,6 @@ def is_local(link: str) -> bool:
     return "://" not in link or urlsplit(link).scheme == "file"
 
 
-def _secret_query_key(key: str, value: str) -> bool:
-    from envbuild.secrets import is_secret_value, name_reason
-
-    return (
-        bool(value)
-        and not _PLACEHOLDER.fullmatch(value)
-        and (name_reason(key) is not None or is_secret_value(value))
-    )
-
-
 def _word(key: str) -> str:
     return re.sub(r"[^A-Z0-9]+", "_", key.upper()).strip("_") or "VALUE"
 
@@ -62,31 +53,29 @@ def _word(key: str) -> str:
 def lock_url(url: str, prefix: str) -> str:
     """``url`` with each credential replaced by a ``${PREFIX_...}`` reference (``ENVBUILD_INDEX_1_...``).
 
-    User info ``user:password@`` becomes ``${PREFIX_USER}:${PREFIX_TOKEN}@``, a lone ``token@``
-    ``${PREFIX_TOKEN}@``; a query parameter whose name or value is a secret by envbuild's policy
-    (:mod:`envbuild.secrets`) becomes ``name=${PREFIX_NAME}``.  Parts that already are ``${VAR}``
-    references are kept."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        info, host = netloc.rsplit("@", 1)
-        user, colon, password = info.partition(":")
-        if colon:
-            user = user if _PLACEHOLDER.fullmatch(user) else f"${{{prefix}_USER}}"
-            password = password if _PLACEHOLDER.fullmatch(password) else f"${{{prefix}_TOKEN}}"
-            netloc = f"{user}:{password}@{host}"
+    The credentials are those of the one rule (:func:`envbuild.secrets.url_parts`): user info
+    ``user:password@`` becomes ``${PREFIX_USER}:${PREFIX_TOKEN}@``, a lone ``token@``
+    ``${PREFIX_TOKEN}@``; a secret query parameter ``name=${PREFIX_NAME}``; the access token in a
+    Cloudsmith/packagecloud/Gemfury path ``${PREFIX_PATH_TOKEN}``.  pip, uv and ``envbuild fetch``
+    fill each reference from the environment.  Parts that already are ``${VAR}`` references are kept."""
+    from envbuild.secrets import url_parts
+
+    parts = url_parts(url)
+    names = {"password": "TOKEN", "path": "PATH_TOKEN"}
+    out: list[str] = []
+    last = 0
+    for index, part in enumerate(parts):
+        if part.kind == "user":
+            has_password = index + 1 < len(parts) and parts[index + 1].kind == "password"
+            word = "USER" if has_password else "TOKEN"
         else:
-            netloc = f"{user if _PLACEHOLDER.fullmatch(user) else f'${{{prefix}_TOKEN}}'}@{host}"
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        if any(_secret_query_key(k, v) for k, v in pairs):
-            query = "&".join(
-                f"{quote(k, safe='')}="
-                + (f"${{{prefix}_{_word(k)}}}" if _secret_query_key(k, v) else quote(v, safe=""))
-                for k, v in pairs
-            )
-    return urlunsplit(parts._replace(netloc=netloc, query=query))
+            word = _word(part.name) if part.kind == "query" else names[part.kind]
+        original = url[part.start : part.end]
+        reference = original if _PLACEHOLDER.fullmatch(original) else f"${{{prefix}_{word}}}"
+        out += [url[last : part.start], reference]
+        last = part.end
+    out.append(url[last:])
+    return "".join(out)
 
 
 def lock_urls(urls: Iterable[str], kind: str = "INDEX") -> tuple[str, ...]:

@@ -37,27 +37,13 @@ def ssl_context() -> ssl.SSLContext:
 
 
 def redact_url(url: str) -> str:
-    """``url`` without user info (``https://user:pass@host/x`` -> ``https://***@host/x``) and without the
-    value of a secret query parameter (``?token=abc`` -> ``?token=***``, :mod:`envbuild.secrets`'s rule).
-    ``${VAR}`` references (a lock's credentials, envbuild/lockurls.py) are not secrets and stay."""
-    parts = urlsplit(url)
-    if "@" in parts.netloc:
-        host = parts.netloc.rsplit("@", 1)[1]
-        info = parts.netloc.rsplit("@", 1)[0]
-        from envbuild.secrets import is_secret_value
+    """``url`` without its secrets, by the one rule of :mod:`envbuild.secrets` (user info, secret query
+    values, the token in a Cloudsmith/packagecloud/Gemfury path): ``https://user:pass@host/x?token=abc``
+    -> ``https://***@host/x?token=***``.  ``${VAR}`` references (a lock's credentials,
+    envbuild/lockurls.py) are not secrets and stay."""
+    from envbuild.secrets import redact_url as redacted
 
-        if is_secret_value(f"{parts.scheme}://{info}@{host}"):
-            parts = parts._replace(netloc=f"***@{host}")
-    if parts.query and "=" in parts.query:
-        from envbuild.secrets import is_secret_value, name_reason
-
-        pairs = [pair.partition("=") for pair in parts.query.split("&")]
-        hidden = [
-            (k, eq, "***" if v and (name_reason(k) or is_secret_value(v)) and not v.startswith("${") else v)
-            for k, eq, v in pairs
-        ]
-        parts = parts._replace(query="&".join(k + eq + v for k, eq, v in hidden))
-    return urlunsplit(parts)
+    return redacted(url)
 
 
 def basic_auth(url: str) -> tuple[str, str | None]:

@@ -141,6 +141,8 @@ class Profile:
     blender: BlenderSpec = BlenderSpec()
     system: SystemSpec = SystemSpec()
     env: dict[str, str] = field(default_factory=dict)
+    # [env] allow_names: names of ``env`` that look like secrets and that the user vouches for
+    env_allow_names: tuple[str, ...] = ()
     resources: ResourcesSpec = ResourcesSpec()
     checks: tuple[CheckSpec, ...] = ()
     validate_: ValidateSpec = ValidateSpec()  # the profile's [validate] table

@@ -19,13 +19,13 @@ Decisions recorded here (see also the package docstring):
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from packaging.version import InvalidVersion, Version
 
 from envbuild.imageref import FORM as IMAGE_FORM
 from envbuild.imageref import IMAGE_COMPONENT_RE, image_problem
-from envbuild.secrets import name_reason, value_reason
+from envbuild.secrets import env_name_reason, name_reason, value_reason
 
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]*")
 NAME_MAX = 64
@@ -152,12 +152,17 @@ def secret_key_reason(key: str) -> str | None:
     return name_reason(key)
 
 
-def check_env_key(key: str) -> str | None:
+def check_env_key(key: str, value: str | None = None, allowed: Collection[str] = ()) -> str | None:
+    """An ``[env]`` name; with its ``value``, a flag with a boolean value is not a secret name, and
+    neither is a name in ``allowed`` (``[env] allow_names``): :func:`envbuild.secrets.env_name_reason`."""
     if not ENV_KEY_RE.fullmatch(key) or len(key) > 128:
         return f"{key!r} is not a valid variable name: use [A-Za-z_][A-Za-z0-9_]*"
-    reason = secret_key_reason(key)
+    reason = secret_key_reason(key) if value is None else env_name_reason(key, value, allowed)
     if reason:
-        return f"{key!r} looks like a secret ({reason}): {SECRET_HINT}"
+        return (
+            f"{key!r} looks like a secret ({reason}): {SECRET_HINT}; if it is not one, list it in "
+            "[env] allow_names"
+        )
     if key.upper() in RESERVED_ENV:
         return f"{key!r} is reserved: {RESERVED_ENV[key.upper()]}"
     if key.upper().startswith("ENVBUILD_"):

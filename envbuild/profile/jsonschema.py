@@ -60,6 +60,17 @@ def profile_schema() -> dict[str, Any]:
         "description": "Environment variables of the image (no secrets: pass those at run time).",
         "type": "object",
         "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
+        "properties": {
+            "allow_names": {
+                "description": (
+                    "Names of this table that look like secrets but are not (you vouch for them); "
+                    "a value that looks like a token is refused all the same."
+                ),
+                "type": "array",
+                "items": {"type": "string"},
+                "uniqueItems": True,
+            }
+        },
         "additionalProperties": {"type": "string"},
     }
     properties["checks"] = {

@@ -30,7 +30,7 @@ from envbuild.profile.appdir import collect_app
 from envbuild.profile.fields import did_you_mean, line_break, secret_value_problems
 from envbuild.profile.merge import Merged, merge
 from envbuild.profile.paths import Place, PlaceError, builtin_place, root_place
-from envbuild.profile.schema import CHECK, TABLES, Spec, check_document
+from envbuild.profile.schema import CHECK, TABLES, Spec, allowed_env_names, check_document
 from envbuild.resources import profiles_dir
 
 if sys.version_info >= (3, 11):
@@ -239,7 +239,7 @@ def load_profile(ref: str | os.PathLike[str]) -> Profile:
     data.setdefault("python", {})["lines"] = lines
     if app is not None:
         data["app"] = {"source": app}
-    data["extends"] = root.doc.get("extends")
+    data.update(extends=root.doc.get("extends"), env_allow_names=allowed_env_names(ordered, merged))
     data["path"] = ident if builtin else str(place.path)
     data["folder"] = None if builtin else str(place.path.parent)
     data["sha256"] = load.sha256()

@@ -206,6 +206,8 @@ TYPE_WORDS = {
     "jsonmap": "a table of 'FILE.json:key' = value",
 }
 ALL_KEYS = [*TOP, *TABLES, "env", "checks"]
+ALLOW_NAMES = "allow_names"  # [env] allow_names = [...]: names the user vouches for (not secrets)
+ENV_ALLOW_NAMES = "env_allow_names"  # where a checked document keeps them (the loader takes them out)
 
 
 def _type_ok(kind: str, value: Any) -> bool:
@@ -282,14 +284,37 @@ class _Checker:
                 clean[key] = cleaned
         return clean
 
-    def env(self, raw: Any) -> dict[str, str]:
+    def allow_names(self, raw: dict[str, Any]) -> tuple[str, ...]:
+        """``[env] allow_names``: names of this table that look like secrets but are not (the user
+        vouches for them); each must be a variable of the same table."""
+        names = raw.get(ALLOW_NAMES, [])
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            self.add(
+                f"env.{ALLOW_NAMES}",
+                'must be a list of variable names of this [env] table, e.g. ["MY_KEY_ID"]',
+            )
+            return ()
+        valid = [key for key in raw if key != ALLOW_NAMES]
+        for index, name in enumerate(names):
+            if name not in valid:
+                self.add(
+                    f"env.{ALLOW_NAMES}[{index}]",
+                    f"{_short(name)} is not a variable of this [env] table{f.did_you_mean(name, valid)}; "
+                    f"allow_names lists variables set here: {choices(valid) if valid else '(none)'}",
+                )
+        return tuple(dict.fromkeys(names))
+
+    def env(self, raw: Any) -> tuple[dict[str, str], tuple[str, ...]]:
         if not isinstance(raw, dict):
             self.add("env", f"must be a table, got {type(raw).__name__}")
-            return {}
+            return {}, ()
+        allowed = self.allow_names(raw)
         clean: dict[str, str] = {}
         for key, value in raw.items():
+            if key == ALLOW_NAMES:
+                continue
             where = f"env.{_keyname(key)}"
-            problem = f.check_env_key(key)
+            problem = f.check_env_key(key, value if isinstance(value, str) else None, allowed)
             if problem is None and not isinstance(value, str):
                 problem = f'must be a string, got {type(value).__name__} (quote it: {key} = "{value}")'
             if problem is None:
@@ -298,7 +323,7 @@ class _Checker:
                 self.add(where, problem)
             else:
                 clean[key] = value
-        return clean
+        return clean, allowed
 
     def checks(self, raw: Any) -> list[dict[str, Any]]:
         if not isinstance(raw, list) or not all(isinstance(c, dict) for c in raw):
@@ -348,7 +373,9 @@ def check_document(file: str, raw: dict[str, Any]) -> tuple[dict[str, Any], list
         elif key in TABLES:
             clean[key] = checker.table(key, value, TABLES[key])
         elif key == "env":
-            clean[key] = checker.env(value)
+            clean[key], allowed = checker.env(value)
+            if allowed:
+                clean[ENV_ALLOW_NAMES] = allowed
         elif key == "checks":
             clean[key] = checker.checks(value)
         else:
@@ -356,3 +383,9 @@ def check_document(file: str, raw: dict[str, Any]) -> tuple[dict[str, Any], list
                 _keyname(key), f"unknown key{f.did_you_mean(key, ALL_KEYS)}; valid keys: {choices(ALL_KEYS)}"
             )
     return clean, checker.issues
+
+def allowed_env_names(layers: list[Any], merged: Any) -> tuple[str, ...]:
+    """Every ``[env] allow_names`` of a profile's files (``layers``: each one's ``doc``), each checked
+    against its own file's names; taken out of the merge's bookkeeping (``merged``: sources, owners)."""
+    merged.sources.pop(ENV_ALLOW_NAMES, None), merged.owner.pop(ENV_ALLOW_NAMES, None)
+    return tuple(sorted({name for layer in layers for name in layer.doc.get(ENV_ALLOW_NAMES, ())}))

@@ -25,7 +25,7 @@ from typing import Any
 from envbuild.models import CheckSpec
 from envbuild.validate.decide import result, skipped
 from envbuild.validate.model import StageResult
-from envbuild.validate.redact import redact_text
+from envbuild.validate.redact import redact_tail_text
 from envbuild.validate.runner import run_process
 
 TAIL = 2000
@@ -146,7 +146,7 @@ def run_check(
         entry.update(status="failed", error=f"cannot run {check.run[0]!r}: {exc.strerror or exc}")
         return entry
     entry["seconds"] = round(run.duration_s, 3)
-    entry["output_tail"] = redact_text(run.stdout.tail.decode("utf-8", errors="replace")[-TAIL:])
+    entry["output_tail"] = redact_tail_text(run.stdout.tail.decode("utf-8", errors="replace"), TAIL)
     entry["returncode"] = run.returncode
     facts = run.facts()
     facts.pop("stderr_dropped_bytes")  # stderr goes into the same pipe as stdout

@@ -156,8 +156,9 @@ TAIL_CHARS = 4000
 
 
 def output_tail(text: str, lines: int = TAIL_LINES, chars: int = TAIL_CHARS) -> str:
-    """The last ``lines`` lines of ``text``, at most ``chars`` characters, redacted."""
-    tail = "\n".join(text.rstrip("\n").splitlines()[-lines:])[-chars:]
+    """The last ``lines`` lines of ``text``, at most ``chars`` characters, redacted before the cut and
+    again after it."""
+    tail = "\n".join(redact_text(text).rstrip("\n").splitlines()[-lines:])[-chars:]
     return redact_text(tail)
 
 

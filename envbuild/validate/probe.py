@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from envbuild.validate.redact import redact_text
+from envbuild.validate.redact import redact_tail_text, redact_text
 from envbuild.validate.run_output import MARKER_LINE_MAX
 from envbuild.validate.run_tree import kill_current as kill_current
 from envbuild.validate.runner import RunResult, run_process
@@ -59,7 +59,7 @@ def _signal_name(num: int) -> str:
 
 
 def _tail(raw: bytes) -> str:
-    return redact_text(raw.decode("utf-8", errors="replace")[-TAIL_CHARS:])
+    return redact_tail_text(raw.decode("utf-8", errors="replace"), TAIL_CHARS)
 
 
 def run_probe(
@@ -144,7 +144,7 @@ def _classify(name: str, run: RunResult) -> ProbeResult:
             reason = f"probe '{name}' printed a result line over {limit} MiB"
             return ProbeResult("garbage", reason=reason, **common)
         head = run.stdout.head.decode("utf-8", errors="replace")
-        shown = redact_text(head.strip()[:200]) or "(empty output)"
+        shown = redact_text(redact_text(head.strip())[:200]) or "(empty output)"
         return ProbeResult("garbage", reason=f"probe '{name}' printed no JSON result: {shown}", **common)
     return ProbeResult("ok", data=data, **common)
 

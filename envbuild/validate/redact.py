@@ -4,9 +4,10 @@
 that (:func:`is_allowed_name`: the CUDA/ROCm/PyTorch/NCCL/Python/threading families, search paths,
 cache folders, pip/uv settings, locale); every other variable is counted, not written.  A written
 value is redacted by :mod:`envbuild.secrets`: withheld whole when its name says secret (``HF_TOKEN``),
-else with every token, private key and URL credential masked (``HF_HUB=hf_***``).  Free text (check
-output, tracebacks, every report file) is redacted the same way, and the values of secret-named
-variables are scrubbed from it wherever they occur.
+else with every token, private key and URL secret masked (``HF_HUB=hf_***``, ``?token=***``).  Free
+text (check output, tracebacks, every report file) is redacted the same way, and the values of
+secret-named variables are scrubbed from it wherever they occur; a tail is redacted before it is cut
+and again after (:func:`redact_tail_text`).
 """
 
 from __future__ import annotations
@@ -14,9 +15,17 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from envbuild.secrets import REDACTED, is_secret_name, redact, redact_value
+from envbuild.secrets import REDACTED, is_secret_name, redact, redact_tail, redact_value
 
-__all__ = ["REDACTED", "env_lines", "is_allowed_name", "redact_env", "redact_text", "secret_values"]
+__all__ = [
+    "REDACTED",
+    "env_lines",
+    "is_allowed_name",
+    "redact_env",
+    "redact_tail_text",
+    "redact_text",
+    "secret_values",
+]
 
 MIN_SCRUB_LEN = 6  # shorter values are too likely to occur by chance in unrelated text
 
@@ -103,3 +112,9 @@ def redact_text(text: str, env: Mapping[str, str] | None = None) -> str:
     """``text`` without the values of secret-named variables of ``env`` (default: the process
     environment) and with every secret value the policy recognises masked."""
     return redact(text, secret_values(env))
+
+
+def redact_tail_text(text: str, limit: int, env: Mapping[str, str] | None = None) -> str:
+    """The last ``limit`` characters of ``text``, redacted as :func:`redact_text` does, before the cut
+    (a token whose start the cut removes is still recognised) and again after it."""
+    return redact_tail(text, limit, secret_values(env))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import selectors
 import subprocess
 from typing import IO
@@ -17,6 +18,7 @@ TAIL_BYTES = 64 * 1024
 HEAD_BYTES = 4096
 MARKER_LINE_MAX = 8 * 1024 * 1024
 READ_CHUNK = 64 * 1024
+_FIRST_WORD = re.compile(rb"\S*")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -47,12 +49,18 @@ class StreamBuffer:
 
     @property
     def tail(self) -> bytes:
-        return bytes(self._tail)
+        """The last bytes of the stream.  When the stream was cut, its first word (up to the first
+        whitespace) goes too: it may be the end of a token whose start was cut away, which no redaction
+        could recognise (the start of a token format is what the secret policy looks for)."""
+        if self.total == len(self._tail):
+            return bytes(self._tail)
+        cut = _FIRST_WORD.match(self._tail)
+        return bytes(self._tail[cut.end() if cut else 0 :])
 
     @property
     def dropped(self) -> int:
         """Bytes of the stream that are not in the tail (the head, when kept, is a separate small copy)."""
-        return self.total - len(self._tail)
+        return self.total - len(self.tail)
 
 
 class MarkerScanner:

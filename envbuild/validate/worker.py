@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from envbuild.validate.probe import PROBES_DIR, ProbeResult, probe_path
-from envbuild.validate.redact import redact_text
+from envbuild.validate.redact import redact_tail_text, redact_text
 from envbuild.validate.run_output import StreamBuffer
 from envbuild.validate.run_tree import SPAWN_LOCK, protect, unprotect
 
@@ -130,7 +130,7 @@ class TorchWorker:
         proc = self.proc
         code = proc.poll() if proc is not None else None
         self.kill()
-        tail = redact_text(self.stderr.tail.decode("utf-8", errors="replace")[-TAIL:])
+        tail = redact_tail_text(self.stderr.tail.decode("utf-8", errors="replace"), TAIL)
         return ProbeResult(
             outcome,  # type: ignore[arg-type]
             reason=reason,
@@ -223,7 +223,7 @@ class TorchWorker:
         if "result" in answer and isinstance(answer["result"], dict):
             return ProbeResult("ok", data=answer["result"], duration_s=duration, facts=facts)
         reason = f"probe '{name}' failed in the worker: {answer.get('error', 'no result')}"
-        tail = redact_text(str(answer.get("traceback", ""))[-TAIL:])
+        tail = redact_tail_text(str(answer.get("traceback", "")), TAIL)
         return ProbeResult("crashed", reason=reason, duration_s=duration, stderr_tail=tail, facts=facts)
 
     def _timeout_reason(self, name: str, timeout_s: float, doing: str) -> str:
