@@ -65,7 +65,8 @@ def test_a10g_narrowed_idle_link_row_remapping_and_a_process_dtd_v11() -> None:
     assert dev.processes == (GpuProcess(pid=725, name="/usr/lib/xorg/Xorg", used_memory_mib=22),)
     assert dev.pci_device_id is None  # the capture's ids read 000000DE: blanked out
     assert (dev.mig_mode, dev.mig_devices) == (NOT_APPLICABLE, 0)
-    assert dev.fabric_state is None  # DTD v11 has no <fabric>
+    # DTD v11 has no <fabric>, the XML no NVLink: an A10G has neither (envbuild/hardware/links.py)
+    assert (dev.fabric_state, dev.nvlink_up) == (NOT_APPLICABLE, ())
 
 
 def test_t4_retired_pages_and_power_readings_of_dtd_v11() -> None:

@@ -14,6 +14,7 @@ import re
 
 from envbuild.errors import CaptureError
 from envbuild.hardware import values as v
+from envbuild.hardware.links import known_links
 from envbuild.models.hardware import DeviceFacts, EccState, GpuProcess, HardwareFacts
 
 FORMAT = "nvidia-smi"
@@ -133,5 +134,5 @@ def parse_nvidia_table(text: str, path: str | None = None) -> HardwareFacts:
         path=path,
         driver_version=header.group(2),
         runtime_version=cuda if re.fullmatch(r"\d+(\.\d+)*", cuda) else None,
-        devices=tuple(devices),
+        devices=tuple(known_links(d) for d in devices),
     )

@@ -17,6 +17,7 @@ from defusedxml.ElementTree import fromstring
 
 from envbuild.errors import CaptureError
 from envbuild.hardware import values as v
+from envbuild.hardware.links import known_links
 from envbuild.models.hardware import DeviceFacts, EccState, GpuProcess, HardwareFacts, PcieLink
 
 FORMAT = "nvidia-smi -q -x"
@@ -213,5 +214,7 @@ def parse_nvidia_xml(text: str, path: str | None = None) -> HardwareFacts:
         path=path,
         driver_version=v.text(_find(root, "driver_version")),
         runtime_version=cuda if cuda and re.fullmatch(r"\d+(\.\d+)*", cuda) else None,
-        devices=tuple(_device(n, gpu) for n, gpu in enumerate(gpus)),
+        devices=tuple(
+            known_links(_device(n, gpu), _find(gpu, "product_brand")) for n, gpu in enumerate(gpus)
+        ),
     )
