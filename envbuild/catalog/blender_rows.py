@@ -1,4 +1,5 @@
-"""Rows of ``blender.toml``: the official download, its runtime packages, and each Blender series."""
+"""Rows of ``blender.toml``: the official download, its runtime packages, each Blender series, and the
+sha256 of each release's Linux tarball where a source publishes it (``[[tarball]]``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ _PTX = re.compile(r"^compute_\d+$")
 _BPY_PYTHON = re.compile(r"^3\.\d{1,2}$")
 _HTTPS = re.compile(r"^https://[^\s]+$")
 _RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,6 +63,22 @@ class BlenderSeries(Row):
 
 
 @dataclass(frozen=True, kw_only=True)
+class BlenderTarball(Row):
+    """The sha256 of one release's ``blender-X.Y.Z-linux-x64.tar.xz``, pinned: ``envbuild fetch``
+    refuses a tarball with other bytes whatever its checksum list beside it says.  ``source`` says where
+    the value was published (download.blender.org itself cannot be read from where the catalog is
+    written)."""
+
+    version: str
+    sha256: str
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        shape("version", self.version, _RELEASE, "Blender release (X.Y.Z)")
+        shape("sha256", self.sha256, _SHA256, "sha256 (64 lowercase hex digits)")
+
+
+@dataclass(frozen=True, kw_only=True)
 class BlenderCatalog:
     __pydantic_config__ = INPUT  # read from outside: see envbuild.boundary
 
@@ -71,9 +89,22 @@ class BlenderCatalog:
     runtime_apt: tuple[str, ...]
     runtime_apt_source: str
     series: tuple[BlenderSeries, ...]
+    tarball: tuple[BlenderTarball, ...] = ()  # pinned sha256s; a release without a row is not pinned
 
     def __post_init__(self) -> None:
         shape("url", self.url, _HTTPS, "https URL")
         shape("sha256_url", self.sha256_url, _HTTPS, "https URL")
         shapes("runtime_apt", self.runtime_apt, _APT, "apt package name")
         not_empty("series", self.series)
+        known = {s.series for s in self.series}
+        seen: set[str] = set()
+        for row in self.tarball:
+            if row.version in seen:
+                fail("tarball", f"{row.version} is pinned twice")
+            seen.add(row.version)
+            if row.version.rsplit(".", 1)[0] not in known:
+                fail("tarball", f"{row.version}: its series has no [[series]] row")
+
+    def pinned(self, version: str) -> BlenderTarball | None:
+        """The pinned sha256 row of release ``version`` (X.Y.Z), or None."""
+        return next((row for row in self.tarball if row.version == version), None)

@@ -37,8 +37,8 @@ def _say(message: str) -> None:
     default=None,
     metavar="PATH|URL",
     help="The official Blender tarball from here instead of download.blender.org (blender.source = "
-    "'official'); checked against Blender's published blender-X.Y.Z.sha256, read beside it or from "
-    "download.blender.org.",
+    "'official'); checked against the catalog's pinned sha256 for the release (where one is published), "
+    "the sha256 the bundle's lock recorded at its first fetch, and blender-X.Y.Z.sha256 beside it.",
 )
 @index_options
 @json_option(

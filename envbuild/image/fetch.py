@@ -9,31 +9,37 @@ image and pinned with their sha256 in ``tools/requirements.txt`` (:mod:`envbuild
 validator's separate venv in the image.  Each folder gets a ``SHA256SUMS`` (sha256sum format) listing
 what it holds.
 
-Blender (:func:`fetch_blender`): with ``blender.source = "pypi"`` the bpy wheel is a locked file like any
-other.  With ``"official"`` the Linux tarball and Blender's published checksum list
-(``blender-X.Y.Z.sha256``) go into the wheelhouse too, the tarball checked against its line in that list;
-the Dockerfile's blender stage then uses them instead of downloading.  ``--blender-tarball PATH|URL``
-takes a copy from elsewhere (a machine without internet): the checksum list is read beside it (the same
-folder or URL folder), else from download.blender.org.
+Blender (:func:`envbuild.image.blender.fetch_blender`): with ``blender.source = "pypi"`` the bpy wheel is
+a locked file like any other.  With ``"official"`` the Linux tarball and its checksum list
+(``blender-X.Y.Z.sha256``) go into the wheelhouse too, the tarball checked against the catalog's pinned
+sha256 for the release (where one is published), the sha256 the bundle's lock recorded at its first
+fetch (recorded here when it has none), and the list beside it; the Dockerfile's blender stage then uses
+them instead of downloading.  ``--blender-tarball PATH|URL`` takes a copy from elsewhere (a machine
+without internet), checked the same way.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from envbuild.digest import sha256_file
-from envbuild.errors import BuildError, BundleError, UsageError
+from envbuild.errors import BuildError, BundleError
+from envbuild.image.blender import BlenderFetched, fetch_blender, record_sha256
 from envbuild.image.context import check_bundle
 from envbuild.image.tools import fetch_tools
 from envbuild.image.wheelhouse import download_locked
 from envbuild.lock.target import Target
 from envbuild.models import Finding, Lock, OsId
+
+if TYPE_CHECKING:
+    from envbuild.catalog import Catalog
+
+__all__ = ["BlenderFetched", "FetchResult", "LockFailed", "fetch", "fetch_blender", "platform_tags"]
 
 MIN_TOOL_PYTHON = (3, 10)  # envbuild's own Requires-Python
 
@@ -46,113 +52,6 @@ class FetchResult:
     seconds: float
     locked: bool = False  # the bundle was locked by this fetch
     blender: BlenderFetched | None = None  # the official tarball, when the lock installs it
-
-
-@dataclass(frozen=True)
-class BlenderFetched:
-    tarball: str  # file name in the wheelhouse ("blender-4.5.3-linux-x64.tar.xz")
-    checksums: str  # Blender's published list, beside it ("blender-4.5.3.sha256")
-    sha256: str
-    source: str  # where the tarball came from (URL or path)
-    checksums_source: str  # where the list came from
-    downloaded: bool  # False: already in place with the published sha256
-
-
-def _is_url(value: str) -> bool:
-    return re.match(r"^(https?|file)://", value) is not None
-
-
-def _read_text(url: str) -> str:
-    from envbuild.net import open_url
-
-    with open_url(url) as handle:
-        data: bytes = handle.read(1 << 20)
-    return data.decode("utf-8", errors="replace")
-
-
-def _published_sha256(text: str, name: str) -> str | None:
-    for line in text.splitlines():
-        m = re.match(r"^([0-9a-fA-F]{64})\s+\*?(\S+)\s*$", line)
-        if m and m.group(2) == name:
-            return m.group(1).lower()
-    return None
-
-
-def fetch_blender(
-    lock: Lock, dest: Path, tarball: str | None = None, say: Callable[[str], None] = lambda _: None
-) -> BlenderFetched | None:
-    """The official Blender tarball and its checksum list into ``dest`` (see the module docstring).
-
-    None when the lock installs no official Blender (no Blender, or bpy from PyPI); ``tarball`` then is
-    a usage error.
-    """
-    from envbuild.catalog import load_catalog
-    from envbuild.net import download, redact_url
-
-    if not lock.blender_version or lock.blender_source == "pypi":
-        if tarball is not None:
-            what = (
-                'installs Blender as the bpy module (blender.source = "pypi"), a locked wheel'
-                if lock.blender_version
-                else "declares no Blender"
-            )
-            raise UsageError(f"--blender-tarball: the bundle's lock {what}; drop the option")
-        return None
-    url, sums_url = load_catalog().blender_urls(lock.blender_version)
-    name, sums_name = url.rsplit("/", 1)[-1], sums_url.rsplit("/", 1)[-1]
-    source, sums_candidates = url, [sums_url]
-    if tarball is not None:
-        if _is_url(tarball):
-            source = tarball
-            sums_candidates.insert(0, tarball.rsplit("/", 1)[0] + "/" + sums_name)
-        else:
-            path = Path(tarball)
-            if not path.is_file():
-                raise UsageError(f"--blender-tarball {tarball}: no such file")
-            source = path.resolve().as_uri()
-            beside = path.resolve().parent / sums_name
-            if beside.is_file():
-                sums_candidates.insert(0, beside.as_uri())
-    tried: list[str] = []
-    sums_text, sums_source = None, ""
-    for candidate in sums_candidates:
-        try:
-            sums_text, sums_source = _read_text(candidate), candidate
-            break
-        except OSError as exc:
-            tried.append(f"{redact_url(candidate)} ({exc})")
-    if sums_text is None:
-        raise BuildError(
-            f"fetch: cannot read Blender {lock.blender_version}'s published checksums {sums_name}: tried "
-            + "; ".join(tried)
-            + f". Put {sums_name} (from {sums_url}) beside the tarball given to --blender-tarball"
-        )
-    expected = _published_sha256(sums_text, name)
-    if expected is None:
-        raise BuildError(
-            f"fetch: {redact_url(sums_source)} has no line for {name}; is it Blender's {sums_name}?"
-        )
-    target = dest / name
-    (dest / sums_name).write_text(sums_text, encoding="utf-8")
-    if target.is_file() and sha256_file(target) == expected:
-        say(f"{name} already in {dest} with its published sha256")
-        return BlenderFetched(name, sums_name, expected, source, sums_source, False)
-    say(f"fetching Blender {lock.blender_version} ({name}) from {redact_url(source)}")
-    digest = hashlib.sha256()
-    try:
-        download(source, target, update=digest.update)
-    except OSError as exc:
-        raise BuildError(
-            f"fetch: cannot download {redact_url(source)}: {exc}; on a machine without internet, pass a copy "
-            f"with --blender-tarball PATH (and {sums_name} beside it)"
-        ) from None
-    if digest.hexdigest() != expected:
-        target.unlink(missing_ok=True)
-        raise BuildError(
-            f"fetch: {redact_url(source)} has sha256 {digest.hexdigest()}, but Blender's published "
-            f"{sums_name} ({redact_url(sums_source)}) says {expected} for {name}; nothing was kept"
-        )
-    return BlenderFetched(name, sums_name, expected, source, sums_source, True)
 
 
 def platform_tags(os_id: OsId) -> list[str]:
@@ -210,6 +109,7 @@ def fetch(
     find_links: tuple[str, ...] = (),
     say: Callable[[str], None] = lambda _: None,
     blender_tarball: str | None = None,
+    catalog: Catalog | None = None,
 ) -> FetchResult:
     """Lock the bundle when needed, then download every locked file into ``wheelhouse``.
 
@@ -236,7 +136,10 @@ def fetch(
             "from a local --find-links folder from the folders given, matched by name and sha256)"
         )
     dest.mkdir(parents=True, exist_ok=True)
-    blender = fetch_blender(lock, dest, blender_tarball, say)
+    blender = fetch_blender(lock, dest, blender_tarball, say, catalog)
+    if blender is not None and lock.blender_sha256 != blender.sha256:
+        lock = record_sha256(bundle, lock, blender.sha256)
+        say(f"recorded {blender.tarball}'s sha256 in {bundle}/envbuild.lock.json: later fetches must match")
     got = download_locked(lock, dest, say, find_links=find_links, index_urls=index_urls)
     say(f"{got.downloaded} file(s) downloaded, {got.kept} already in place with the locked sha256")
     wheels = write_sha256sums(dest, got.sha256)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from envbuild.lock.resolve import Resolved, ResolveError, resolve
@@ -105,6 +105,8 @@ def lock_bundle(
             changed,
         )
     new_lock = make_lock(result.plan, constraint_files=lock.constraint_files)
+    if (lock.blender_version, lock.blender_source) == (new_lock.blender_version, new_lock.blender_source):
+        new_lock = replace(new_lock, blender_sha256=lock.blender_sha256)  # recorded by a fetch: kept
     written = write_locked(bundle, new_lock, replanned.resolved, extra=_bundle_files(result, inputs))
     return LockOutcome(
         bundle, replanned.resolved, written, time.monotonic() - started, result.findings, result.plan, changed

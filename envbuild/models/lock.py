@@ -86,6 +86,10 @@ class LockedDistribution:
     declared_by: tuple[str, ...] = ()  # the profile's own lines: "requirements.txt:3", "torch pin"
     required_by: tuple[str, ...] = ()  # parent distributions (canonical names)
     index: str | None = None  # the index or --find-links URL it came from, or LOCAL_FOLDER
+    # "install": its wheel installs as locked; "source": its locked file is the sdist, built into a wheel
+    # in the builder stage ([python] build_from_source); "build": a build dependency of a "source"
+    # distribution, used in the builder stage only, never installed in the image
+    role: Literal["install", "source", "build"] = "install"
 
     @property
     def spec(self) -> str:
@@ -153,11 +157,16 @@ class Lock:
     blender_version: str | None = None
     blender_devices: tuple[BlenderDevice, ...] = ()
     blender_source: BlenderSource | None = None  # how Blender is installed (None: no Blender, or an old lock)
+    # The sha256 of the official tarball (blender_source "official"), recorded by the bundle's first
+    # `envbuild fetch`; every later fetch (and --blender-tarball) must bring the same bytes.  None: not
+    # fetched yet, or a lock written before the field (it loads as before).
+    blender_sha256: str | None = None
     # The resolver's input, as declared: index URLs, every requirement line (torch-family pins first,
     # then the profile's lines with their origins, duplicates kept) and the bundle's constraint copies.
     index_urls: tuple[IndexUrl, ...] = ()
     declared: tuple[RequirementLine, ...] = ()
     constraint_files: tuple[str, ...] = ()  # "constraints/01-constraints.txt", relative to the bundle
+    build_from_source: tuple[str, ...] = ()  # [python] build_from_source, PEP 503 names, sorted
     # Written by `envbuild lock`: every distribution of the environment, pinned with its hashes.
     resolved: bool = False
     resolution: LockResolution | None = None
