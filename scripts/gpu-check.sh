@@ -17,8 +17,9 @@
 # capped at GPU_CHECK_BUDGET_S (390 s), then `envbuild report verify` (--keep-going runs every stage
 # whose facts are there: a package difference on a bare host no longer hides the GPU stages); 4. print a
 # compact summary and copy report.json, report.md, junit.xml, the lock and the whole run folder
-# (run.tar.gz, verifiable off the machine) to $OUT: at most 6 files, none in a sub-folder, so a log
-# tee'd to $OUT fits the device tool's limit (8 files back, at most 2 folders down).
+# (run.tar.gz, verifiable off the machine) to $OUT; 5. capture the hardware (nvidia-smi-q-x.xml and
+# hardware.json: NVML facts and the rules' verdicts) for a fixture: at most 7 files, none in a
+# sub-folder, so a log tee'd to $OUT fits the device tool's limit (8 files back, at most 2 folders down).
 #
 # The device run, from the repo root of a session that has the tool (wheels fetched first, see below):
 #   run(command='set -o pipefail; bash scripts/gpu-check.sh 2>&1 | tee "$OUT/gpu-check.log"',
@@ -38,7 +39,7 @@ set -uo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO" || exit 2
 
-WHEELS=(pydantic pydantic-core annotated-types typing-inspection typing-extensions)
+WHEELS=(pydantic pydantic-core annotated-types typing-inspection typing-extensions defusedxml nvidia-ml-py)
 
 if [ "${1:-}" = "--fetch-wheels" ]; then
   # Here (a host with PyPI): the wheels the device image lacks, at the versions of the local .venv,
@@ -125,7 +126,7 @@ EOF
 # -- envbuild's dependencies ---------------------------------------------------------------------------
 deps_ok() {
   "$PY" -c 'import sys; sys.path[:0] = sys.argv[1].split(":")
-import jinja2, packaging, pydantic, rich' "$SITE:$REPO" 2>/dev/null
+import defusedxml, jinja2, packaging, pydantic, rich' "$SITE:$REPO" 2>/dev/null
 }
 if ! deps_ok && [ -d "$REPO/.whl" ] && compgen -G "$REPO/.whl/*.whl" >/dev/null; then
   section "installing carried wheels from .whl/ into $SITE (--no-index)"
@@ -134,7 +135,7 @@ if ! deps_ok && [ -d "$REPO/.whl" ] && compgen -G "$REPO/.whl/*.whl" >/dev/null;
 fi
 if ! deps_ok; then
   cat >&2 <<EOF
-gpu-check: envbuild's dependencies (jinja2, packaging, pydantic, rich) are not importable by $PY.
+gpu-check: envbuild's dependencies (defusedxml, jinja2, packaging, pydantic, rich) are not importable by $PY.
 Carry them as wheels: on a host with PyPI, in the repo root, run
     scripts/gpu-check.sh --fetch-wheels     # downloads ${WHEELS[*]} into .whl/
 and name ".whl" in the device run's carry; this script installs them with pip --no-index.
@@ -256,6 +257,53 @@ summary "$RUN_DIR"
 for f in report.json report.md junit.xml; do
   [ -f "$RUN_DIR/$f" ] && cp "$RUN_DIR/$f" "$OUT/$f"
 done
+
+# -- 5. the hardware, for a fixture (issue 26) ---------------------------------------------------------
+# nvidia-smi -q -x as the driver prints it (nvidia-smi-q-x.xml), and hardware.json: the facts NVML gives
+# through nvidia-ml-py, those of the XML, and the rules' verdicts on each against the lock.  Commit both
+# under tests/fixtures/smi/real/ as a real capture (with its SOURCES.md row).
+section "hardware: nvidia-smi -q -x, NVML facts, the rules' verdicts"
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -q -x >"$WORK/nvidia-smi-q-x.xml" 2>"$WORK/smi.err"; then
+  cp "$WORK/nvidia-smi-q-x.xml" "$OUT/nvidia-smi-q-x.xml"
+else
+  echo "nvidia-smi -q -x: no answer $(head -c 300 "$WORK/smi.err" 2>/dev/null)"
+  rm -f "$WORK/nvidia-smi-q-x.xml"
+fi
+"$PY" - "$SITE:$REPO" "$LOCK" "$WORK/nvidia-smi-q-x.xml" "$OUT/hardware.json" <<'EOF'
+import json, sys
+sys.path[:0] = [p for p in sys.argv[1].split(":") if p]
+from pathlib import Path
+
+from envbuild.boundary import to_data
+from envbuild.errors import CaptureError
+from envbuild.hardware.live import nvml_facts
+from envbuild.hardware.nvidia_xml import parse_nvidia_xml
+from envbuild.models.lock import read_lock
+from envbuild.validate.hardware_stage import judge_live, own_pids
+
+lock, xml = read_lock(Path(sys.argv[2])), Path(sys.argv[3])
+nvml = nvml_facts()
+try:
+    smi = parse_nvidia_xml(xml.read_text(encoding="utf-8"), "nvidia-smi -q -x") if xml.is_file() else None
+except CaptureError as exc:
+    smi = None
+    print("nvidia-smi -q -x:", exc)
+out = {"nvml": to_data(nvml) if nvml else None, "nvidia_smi_q_x": to_data(smi) if smi else None}
+for name, facts in (("nvml", nvml), ("nvidia_smi_q_x", smi)):
+    hw = judge_live(lock, facts, pids=own_pids()) if lock.backend in ("cuda", "rocm") else None
+    out[f"verdicts_{name}"] = hw.section() if hw else None
+    if hw is None:
+        continue
+    print(f"{name}: source {hw.facts.source if hw.facts else 'none (no answer)'}")
+    for v in hw.verdicts:
+        print(f"  {v['rule']:<13} {v['verdict']:<9} {' '.join(v['codes'])} {'; '.join(v['why'])}")
+    for f in hw.findings:
+        print(f"  {f.severity}: {f.code}: {f.message}")
+with open(sys.argv[4], "w", encoding="utf-8") as fh:
+    json.dump(out, fh, indent=2, sort_keys=True)
+    fh.write("\n")
+print("hardware.json written")
+EOF
 cp "$LOCK" "$OUT/envbuild.lock.json"
 tar -C "$(dirname "$RUN_DIR")" -czf "$OUT/run.tar.gz" "$(basename "$RUN_DIR")"
 section "results"

@@ -45,7 +45,20 @@ def test_dry_run_fails_accelerator_with_hint_and_writes_a_verified_report(tmp_pa
     out = Path(found.group(1))
     assert out.parent == tmp_path
     files = sorted(p.name for p in out.iterdir())
-    assert files == ["envbuild.lock.json", "junit.xml", "report.json", "report.md", "run.tar.gz"]
+    # no nvidia-smi here: no nvidia-smi-q-x.xml; hardware.json says no tool answered
+    assert files == [
+        "envbuild.lock.json",
+        "hardware.json",
+        "junit.xml",
+        "report.json",
+        "report.md",
+        "run.tar.gz",
+    ]
+    hardware = json.loads((out / "hardware.json").read_text(encoding="utf-8"))
+    assert hardware["nvml"] is None and hardware["nvidia_smi_q_x"] is None
+    assert hardware["verdicts_nvml"]["unjudged"] == [
+        "every rule: no vendor tool answered (NVML (nvidia-ml-py), nvidia-smi -q -x)"
+    ]
     assert all(p.is_file() for p in out.iterdir())  # nothing in sub-folders: the device tool limits
 
     report = json.loads((out / "report.json").read_text(encoding="utf-8"))
@@ -61,6 +74,10 @@ def test_dry_run_fails_accelerator_with_hint_and_writes_a_verified_report(tmp_pa
     assert container["status"] == "failed" and "/dev/nvidiactl is missing" in container["error"]
     assert "--gpus all" in container["hint"]
     assert report["first_failure"]["stage"] == "container"
+    # a CUDA lock without torch: the devices stage judges the hardware, and no vendor tool answered
+    devices = stages["devices"]
+    assert devices["status"] == "failed" and devices["error"].startswith("no vendor tool answered")
+    assert report["hardware"]["facts"] is None
     assert report["ok"] is False
     # Only the interpreter path in the lock is rewritten to this host's interpreter.
     lock = json.loads((out / "envbuild.lock.json").read_text(encoding="utf-8"))
