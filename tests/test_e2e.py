@@ -431,3 +431,60 @@ def test_rebuild_without_the_cache_is_equal_on_content(
         assert diff["identical"] is True and diff["counts"] == {"package": 0, "content": 0, "metadata": 0}
         rebuilt = docker_client.api.inspect_image(tag)["Id"]
         assert rebuilt != docker_client.api.inspect_image(pytorch_cpu.tag)["Id"]  # ids differ, content not
+
+
+def _lot(
+    client: Any, tag: str, network: str, name: str, rank: int, fleet: str, token: str, budget: str
+) -> Any:
+    command = ["/usr/local/bin/envbuild", "validate", "--stages", "performance", "--perf-budget", budget,
+               "--fleet", fleet, "--nodes", "2", "--node-rank", str(rank), "--json", "--out", "/tmp/runs",
+               "--timeout", "performance=60"]  # fmt: skip
+    return client.containers.run(
+        tag, command, entrypoint=[], name=name, hostname=name, network=network, detach=True,
+        environment={"ENVBUILD_FLEET_TOKEN": token},  # never on the command line: ps shows arguments
+    )  # fmt: skip
+
+
+def _finished(container: Any) -> tuple[int, dict[str, Any], str]:
+    status = container.wait(timeout=300)["StatusCode"]
+    out = container.logs(stdout=True, stderr=False).decode()
+    err = container.logs(stdout=False, stderr=True).decode()
+    return status, json.loads(out), err
+
+
+@pytorch_cpu_image
+def test_two_lots_measure_an_all_reduce_across_a_docker_network(
+    pytorch_cpu: Built, docker_client: Any
+) -> None:
+    """Two containers of the image on a user-defined network (as two rented lots): envbuild's handshake,
+    then one gloo rank per lot; a third lot pointed at a port nobody listens on fails naming it."""
+    token = secrets.token_hex(16)
+    net = docker_client.networks.create(f"envbuild-fleet-{secrets.token_hex(4)}", driver="bridge")
+    names = [f"lot{i}-{secrets.token_hex(3)}" for i in range(3)]
+    started: list[Any] = []
+    try:
+        fleet = f"{names[0]}:29500"
+        started += [
+            _lot(docker_client, pytorch_cpu.tag, net.name, names[r], r, fleet, token, "6") for r in (0, 1)
+        ]
+        blocked = f"{names[0]}:29600"  # nothing listens there: a closed firewall looks the same
+        started.append(_lot(docker_client, pytorch_cpu.tag, net.name, names[2], 1, blocked, token, "2"))
+        (s0, r0, e0), (s1, r1, e1), (s2, r2, e2) = (_finished(c) for c in started)
+    finally:
+        for container in started:
+            container.remove(force=True)
+        net.remove()
+    for status, report, err in ((s0, r0, e0), (s1, r1, e1)):
+        assert status == 0, err[-3000:]
+        (stage,) = [s for s in report["report"]["stages"] if s["stage"] == "performance"]
+        fleet_facts = stage["facts"]["fleet"]
+        assert fleet_facts["nodes"] == 2 and fleet_facts["all_reduce"]["sums_ok"] is True
+        assert fleet_facts["all_reduce"]["backend"] == "gloo" and fleet_facts["all_reduce"]["sizes"]
+    assert r0["report"]["stages"][-1]["facts"]["fleet"]["node_rank"] == 0
+    assert len(r0["report"]["stages"][-1]["facts"]["fleet"]["peers"]) == 1  # the lot that joined
+    assert r1["report"]["stages"][-1]["facts"]["fleet"]["peers"] == [fleet]
+    assert token not in json.dumps(r0) + json.dumps(r1) + e0 + e1
+    assert s2 == 1, e2[-2000:]
+    (stage,) = [s for s in r2["report"]["stages"] if s["stage"] == "performance"]
+    assert f"cannot reach node 0 at {blocked} within 30 s" in stage["error"]
+    assert "TCP 29600 (envbuild's handshake) and 29601 (torch's store)" in stage["hint"]

@@ -24,6 +24,7 @@ def test_a_skipped_stage_takes_every_stage_that_needs_it() -> None:
         "compute": "skipped by --skip",
         "extensions": "needs stage 'compute', skipped by --skip",
         "checkpoint": "needs stage 'compute', skipped by --skip",
+        "performance": "needs stage 'compute', skipped by --skip",
     }
     assert skip_reasons(STAGE_NAMES, ["devices", "checks"]) == {
         "devices": "skipped by --skip",
@@ -31,6 +32,7 @@ def test_a_skipped_stage_takes_every_stage_that_needs_it() -> None:
         "extensions": "needs stage 'compute', skipped because of --skip devices",
         "memory": "needs stage 'devices', skipped by --skip",
         "checkpoint": "needs stage 'compute', skipped because of --skip devices",
+        "performance": "needs stage 'compute', skipped because of --skip devices",
         "checks": "skipped by --skip",
     }
     assert skip_reasons(["os", "interpreter"], ["blender", "interpreter"]) == {

@@ -34,6 +34,9 @@ CARDS = {
     "mi300x": LockTarget(
         id="mi300x", name="AMD Instinct MI300X", vendor="amd", arch="gfx942", memory_gib=192, cards_per_lot=1
     ),
+    "a100-40gb": LockTarget(
+        id="a100-40gb", name="NVIDIA A100 40GB", vendor="nvidia", arch="sm_80", memory_gib=40, cards_per_lot=1
+    ),
 }
 
 

@@ -104,6 +104,12 @@ def _load(path: Path, model: type[M]) -> M:
     return obj
 
 
+def load_data_file(path: Path, model: type[M]) -> M:
+    """A catalog file outside the six the planner reads (``performance.toml``), validated and cached as
+    they are."""
+    return _load(path, model)
+
+
 def _validate(path: Path, raw: bytes, model: type[M]) -> M:
     """Parse and validate every row of ``path`` (whose bytes are ``raw``) as ``model``."""
     import sys

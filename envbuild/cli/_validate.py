@@ -38,6 +38,11 @@ class ValidateOptions:
     timeouts: tuple[str, ...]
     skip: tuple[str, ...] = ()  # --skip STAGE (repeatable, or comma-separated)
     strict: bool = False  # --strict: every warning of the run is an error
+    perf_budget: float | None = None  # --perf-budget SECONDS: the performance stage's time budget
+    fleet: str | None = None  # --fleet HOST:PORT
+    nodes: int | None = None  # --nodes N
+    node_rank: int | None = None  # --node-rank R
+    fleet_token: str | None = None  # --fleet-token (or $ENVBUILD_FLEET_TOKEN); never written
 
 
 _STYLE = {"passed": "green", "skipped": "cyan", "failed": "red", "timed_out": "red", "aborted": "yellow"}
@@ -123,6 +128,13 @@ def validate_command(opts: ValidateOptions) -> int:
     from envbuild.validate import exit_code, run_validation
 
     names = opts.stages.split(",") if opts.stages is not None else None
+    fleet = None
+    if opts.fleet is not None:
+        from envbuild.validate.rendezvous import parse_fleet
+
+        fleet = parse_fleet(opts.fleet, opts.nodes, opts.node_rank, opts.fleet_token)
+    elif opts.nodes is not None or opts.node_rank is not None:
+        raise UsageError("--nodes and --node-rank need --fleet HOST:PORT")
 
     def progress(res: object) -> None:
         from envbuild.validate import StageResult
@@ -141,6 +153,8 @@ def validate_command(opts: ValidateOptions) -> int:
         on_result=progress,
         skip=[name for item in opts.skip for name in item.split(",")],
         strict=opts.strict,
+        perf_budget=opts.perf_budget,
+        fleet=fleet,
     )
     if opts.as_json:
         print_json(report_json(run_dir))
@@ -160,6 +174,12 @@ def validate_image_command(
 
     if opts.lock is not None or opts.python is not None:
         raise UsageError("--image uses the lock and interpreter inside the image; drop --lock/--python")
+    if opts.fleet is not None:
+        raise UsageError(
+            "--fleet with --image: the lots must reach each other, and --image runs the container on "
+            "Docker's default network; run `envbuild validate --fleet ...` inside a container started "
+            "with `docker run --network host` (or a network the lots share) instead"
+        )
     args: list[str] = []
     if opts.stages is not None:
         args += ["--stages", opts.stages]
@@ -173,6 +193,8 @@ def validate_image_command(
         args += ["--skip", item]
     if opts.strict:
         args.append("--strict")
+    if opts.perf_budget is not None:
+        args += ["--perf-budget", f"{opts.perf_budget:g}"]
     result = validate_image(image, out=opts.out, gpus=gpus, validator_args=args, docker_args=docker_args)
     if opts.as_json and result.run_dirs:
         print_json(report_json(result.run_dirs[-1]))
@@ -248,6 +270,34 @@ def validate_image_command(
     "python on PATH, low limits): its stage fails.",
 )
 @click.option(
+    "--perf-budget",
+    "perf_budget",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="Time the performance stage measures for (default 60; the stage is in the default ladder of a "
+    "GPU lock, and runs on the CPU when --stages names it).",
+)
+@click.option(
+    "--fleet",
+    default=None,
+    metavar="HOST:PORT",
+    help="Join the lots of one order into a group: node 0 listens on HOST:PORT (and PORT+1), the others "
+    "connect; the performance stage then measures an all-reduce across the lots.",
+)
+@click.option("--nodes", type=int, default=None, metavar="N", help="With --fleet: the number of lots.")
+@click.option(
+    "--node-rank", type=int, default=None, metavar="R", help="With --fleet: this lot's rank, 0 listens."
+)
+@click.option(
+    "--fleet-token",
+    envvar="ENVBUILD_FLEET_TOKEN",
+    default=None,
+    metavar="TOKEN",
+    help="With --fleet: the secret every lot shares (16+ characters; prefer $ENVBUILD_FLEET_TOKEN: "
+    "an argument shows in ps). Never written to a report.",
+)
+@click.option(
     "--image",
     default=None,
     metavar="TAG",
@@ -280,10 +330,29 @@ def validate_cmd(
     timeouts: tuple[str, ...],
     skip: tuple[str, ...],
     strict: bool,
+    perf_budget: float | None,
+    fleet: str | None,
+    nodes: int | None,
+    node_rank: int | None,
+    fleet_token: str | None,
 ) -> None:
     """Check this machine against the lock, stage by stage, and write a verifiable report."""
     opts = ValidateOptions(
-        lock, python, out, stages, keep_going, as_json, workdir, timeouts, skip=skip, strict=strict
+        lock,
+        python,
+        out,
+        stages,
+        keep_going,
+        as_json,
+        workdir,
+        timeouts,
+        skip=skip,
+        strict=strict,
+        perf_budget=perf_budget,
+        fleet=fleet,
+        nodes=nodes,
+        node_rank=node_rank,
+        fleet_token=fleet_token,
     )
     if image is not None or gpus is not None or docker_args:  # --image TAG: see envbuild/image/run.py
         if image is None:

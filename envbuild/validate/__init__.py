@@ -46,10 +46,17 @@ from envbuild.validate.interp import DEFAULT_LOCK, SOURCE_SELF, choose_python, d
 from envbuild.validate.ladder import Interrupted, run_stages
 from envbuild.validate.model import FirstFailure, LockRef, Report, StageResult
 from envbuild.validate.probe import kill_current
+from envbuild.validate.rendezvous import FleetSpec
 from envbuild.validate.report import discard_run_dir, new_run_dir, write_report
 from envbuild.validate.runfolder import StaleRun, clear_env, finish_run, settle_stale_runs, start_run
 from envbuild.validate.stage_context import StageContext
-from envbuild.validate.stages import STAGE_NAMES, select_stages, skip_reasons
+from envbuild.validate.stages import (
+    GPU_DEFAULT_ONLY,
+    PERF_BUDGET_S,
+    STAGE_NAMES,
+    select_stages,
+    skip_reasons,
+)
 from envbuild.validate.verify import diff_reports, load_report, verify_report
 from envbuild.validate.worker import kill_workers
 
@@ -109,6 +116,8 @@ def run_validation(
     on_stale: Callable[[StaleRun], None] | None = None,
     skip: Sequence[str] = (),
     strict: bool = False,
+    perf_budget: float | None = None,
+    fleet: FleetSpec | None = None,
 ) -> tuple[Report, Path]:
     """Validate this machine against ``lock``; write a new report folder under ``out``.
 
@@ -116,6 +125,9 @@ def run_validation(
     :func:`envbuild.validate.interp.find_lock`).  ``skip``: stages recorded as skipped without running,
     with every stage that needs one of them (:func:`~envbuild.validate.stages.skip_reasons`).
     ``strict`` (``--strict``): a stage that passed with warnings fails, its warnings the error.
+    ``perf_budget`` (``--perf-budget``): seconds the performance stage measures for (60 by default); it is
+    in the default ladder of a GPU lock, and runs on a CPU lock when ``stages`` names it.  ``fleet``
+    (``--fleet``): the stage also measures an all-reduce across the lots (:mod:`.rendezvous`).
     Returns the report and its folder.  Raises
     :class:`~envbuild.errors.LockError` / :class:`~envbuild.errors.UsageError` for bad input (before
     anything is written).
@@ -136,6 +148,10 @@ def run_validation(
     selected = select_stages(stages)
     if stages is None and not lock_obj.blender_version:
         selected.remove("blender")  # not applicable, and not listed in a report that never needs it
+    if stages is None and lock_obj.backend not in ("cuda", "rocm"):
+        selected = [name for name in selected if name not in GPU_DEFAULT_ONLY]  # opt-in on the CPU
+    if perf_budget is not None and not 1 <= perf_budget <= 3600:
+        raise UsageError(f"--perf-budget {perf_budget:g}: expected seconds between 1 and 3600")
     skipped = skip_reasons(selected, skip)  # --skip: recorded as skipped, with why
     for key in timeouts or {}:
         if key not in STAGE_NAMES:
@@ -153,6 +169,8 @@ def run_validation(
         python_chosen_by=chosen_by,
         skip=skipped,
         strict=strict,
+        perf_budget_s=perf_budget if perf_budget is not None else PERF_BUDGET_S,
+        fleet=fleet,
     )
     for stale in settle_stale_runs(out):
         (on_stale or _warn)(stale)

@@ -12,7 +12,8 @@ from envbuild.validate import interp
 from envbuild.validate.host import GpuToolFacts, collect_gpu_tools
 from envbuild.validate.model import StageResult, Status
 from envbuild.validate.probe import ProbeResult, run_probe
-from envbuild.validate.stages import _SPECS
+from envbuild.validate.rendezvous import FleetSpec
+from envbuild.validate.stages import _SPECS, PERF_BUDGET_S
 from envbuild.validate.worker import TorchWorker
 
 
@@ -38,6 +39,8 @@ class StageContext:
     files: dict[str, bytes] = field(default_factory=dict)  # binary report files (the Blender renders)
     skip: dict[str, str] = field(default_factory=dict)  # stage -> why --skip leaves it out (skip_reasons)
     hardware: dict[str, Any] | None = None  # report.json's hardware section (the devices stage)
+    perf_budget_s: float = PERF_BUDGET_S  # --perf-budget: the performance stage's time budget
+    fleet: FleetSpec | None = None  # --fleet: this lot's place in a group of lots (validate/rendezvous.py)
 
     def timeout(self, stage: str) -> float:
         return float(self.timeouts.get(stage, _SPECS[stage].timeout_s))

@@ -74,12 +74,22 @@ STAGES: tuple[StageSpec, ...] = (
         "memory", ("devices",), 300, "allocate the declared need on each device", ("python", "devices")
     ),
     StageSpec("checkpoint", ("compute",), 300, "save, resume in a fresh process, compare", _TORCH_WORK),
+    StageSpec(
+        "performance",
+        ("compute",),
+        600,  # the budget (--perf-budget, 60 s by default) plus the processes' start-up
+        "matmul TFLOP/s per dtype, memory, host and peer bandwidth, an all-reduce sweep, vs the datasheet",
+        _TORCH_WORK,
+    ),
     StageSpec("checks", ("packages",), 0, "the profile's own checks (each has its own timeout)"),
 )
 STAGE_NAMES: tuple[str, ...] = tuple(s.name for s in STAGES)
 _SPECS = {s.name: s for s in STAGES}
 
-TORCH_STAGES = frozenset({"devices", "compute", "extensions", "memory", "checkpoint"})
+TORCH_STAGES = frozenset({"devices", "compute", "extensions", "memory", "checkpoint", "performance"})
+# Stages in the default ladder of a GPU lock only; a CPU lock runs them when --stages names them.
+GPU_DEFAULT_ONLY = frozenset({"performance"})
+PERF_BUDGET_S = 60.0  # the performance stage's default time budget (--perf-budget)
 
 
 def select_stages(names: Iterable[str] | None) -> list[str]:

@@ -1,0 +1,171 @@
+# mypy: disable-error-code="import-not-found,no-untyped-call"
+"""Probe: an all-reduce sweep through torch.distributed, one process per device (``performance`` stage).
+
+The probe starts ``world`` copies of itself (``--rank R``), which join one group by a static
+``tcp://`` initialisation on a loopback port the probe chose (never the c10d rendezvous: it unpickles
+peers' state from an unauthenticated store), with NCCL on CUDA (RCCL on ROCm) and gloo on the CPU.
+Only tensors cross between the ranks.
+
+Each size is all-reduced (sum, float32) after a warm-up, timed on rank 0 with the devices synchronised,
+and reported with nccl-tests' definitions (github.com/NVIDIA/nccl-tests, doc/PERFORMANCE.md):
+algorithm bandwidth = bytes / time, bus bandwidth = algbw x 2(n-1)/n.  Every rank checks the sum.
+Sizes double from 1 MiB up to ``max_bytes`` while the time budget lasts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+RANK_MARKER = "ENVBUILD-RANK "
+
+
+def rank_main(rank: int) -> None:
+    """One rank: join, sweep, print rank 0's figures (every rank prints its sum check)."""
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+
+    cfg = json.loads(os.environ["ENVBUILD_COLLECTIVE"])
+    world, backend = int(cfg["world"]), str(cfg["backend"])
+    local = int(os.environ.get("ENVBUILD_LOCAL_RANK", rank))  # this lot's device; a fleet runs one per lot
+    device = f"cuda:{local}" if backend == "nccl" else "cpu"
+    if backend == "nccl":
+        torch.cuda.set_device(local)
+    dist.init_process_group(
+        backend,
+        init_method=str(cfg["init_method"]),
+        rank=rank,
+        world_size=world,
+        timeout=timedelta(seconds=float(cfg["timeout_s"])),
+    )
+    deadline = time.monotonic() + float(cfg["budget_s"])
+    rows: list[dict[str, Any]] = []
+    size = 1 << 20
+    ok = True
+    while size <= int(cfg["max_bytes"]):
+        n = size // 4
+        x = torch.full((n,), float(rank + 1), dtype=torch.float32, device=device)
+        dist.all_reduce(x)  # warm-up (NCCL builds its rings and channels on the first calls) and check
+        expected = float(world * (world + 1) // 2)
+        ok = ok and bool(torch.allclose(x[: min(n, 1024)].cpu(), torch.full((min(n, 1024),), expected)))
+        x.zero_()  # timed on zeros: the sums cannot overflow however many calls are timed
+        dist.all_reduce(x)
+        # One timed call, then rank 0 chooses how many calls to time (every rank must make the same
+        # number of collective calls, or the group deadlocks).
+        start = time.perf_counter()
+        dist.all_reduce(x)
+        if backend == "nccl":
+            torch.cuda.synchronize(device)
+        count = torch.tensor(
+            [max(3.0, min(200.0, 0.05 / max(time.perf_counter() - start, 1e-6)))], device=device
+        )
+        dist.broadcast(count, 0)
+        iters = int(count.item())
+        dist.barrier()
+        start = time.perf_counter()
+        for _ in range(iters):
+            dist.all_reduce(x)
+        if backend == "nccl":
+            torch.cuda.synchronize(device)
+        seconds = (time.perf_counter() - start) / iters
+        algbw = size / seconds / 1e9
+        rows.append(
+            {
+                "bytes": size,
+                "seconds": round(seconds, 6),
+                "algbw_gbs": round(algbw, 3),
+                "busbw_gbs": round(algbw * 2 * (world - 1) / world, 3),
+            }
+        )
+        # every rank takes the same decision: rank 0's clock decides whether to go on
+        more = torch.tensor([1.0 if time.monotonic() < deadline else 0.0], device=device)
+        dist.broadcast(more, 0)
+        if float(more.item()) == 0.0:
+            break
+        size *= 2
+    dist.destroy_process_group()
+    print(RANK_MARKER + json.dumps({"rank": rank, "sums_ok": ok, "sizes": rows}))
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def main() -> None:
+    from _probe_common import emit, read_args
+
+    args = read_args()
+    world = int(args.get("world", 2))
+    backend = str(args.get("backend", "gloo"))
+    budget_s = float(args.get("budget_s", 20.0))
+    # The ranks this machine runs: all of them on one machine; one per lot in a fleet (``rank``), which
+    # joins the group node 0 set up (``init_method``, after envbuild's handshake).
+    ranks = [int(args["rank"])] if "rank" in args else list(range(world))
+    cfg: dict[str, Any] = {
+        "world": world,
+        "backend": backend,
+        "init_method": str(args.get("init_method") or f"tcp://127.0.0.1:{free_port()}"),
+        "budget_s": budget_s,
+        "timeout_s": float(args.get("timeout_s", 60.0)),
+        "max_bytes": int(args.get("max_bytes", 256 << 20)),
+    }
+    env = {**os.environ, "ENVBUILD_COLLECTIVE": json.dumps(cfg)}
+    if backend == "gloo" and "rank" not in args:
+        env.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--rank", str(r)],
+            env={**env, "ENVBUILD_LOCAL_RANK": str(n)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n, r in enumerate(ranks)
+    ]
+    limit = time.monotonic() + budget_s + float(cfg["timeout_s"])
+    outs: list[tuple[int | None, str, str]] = []
+    for proc in procs:
+        try:
+            out, err = proc.communicate(timeout=max(1.0, limit - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for p in procs:
+                p.kill()
+            out, err = proc.communicate()
+        outs.append((proc.returncode, out, err))
+    answers: list[dict[str, Any]] = []
+    errors: list[str] = []
+    for r, (code, out, err) in zip(ranks, outs, strict=True):
+        line = next((ln for ln in out.splitlines() if ln.startswith(RANK_MARKER)), None)
+        if code != 0 or line is None:
+            tail = (err.strip().splitlines() or ["no output"])[-1][:300]
+            errors.append(f"rank {r} exited with status {code}: {tail}")
+            continue
+        answers.append(json.loads(line[len(RANK_MARKER) :]))
+    done = sorted(answers, key=lambda a: int(a["rank"]))
+    emit(
+        {
+            "backend": backend,
+            "world": world,
+            "ranks": ranks,
+            "init": "tcp (static)" if "init_method" in args else "tcp (static, loopback)",
+            "sizes": done[0]["sizes"] if done else [],
+            "sums_ok": bool(done) and len(done) == len(ranks) and all(a["sums_ok"] for a in done),
+            "errors": errors,
+        }
+    )
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--rank":
+        rank_main(int(sys.argv[2]))
+    else:
+        main()
