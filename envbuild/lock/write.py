@@ -22,6 +22,7 @@ from pathlib import Path
 
 from envbuild import __version__
 from envbuild.lock.resolve import Resolved
+from envbuild.lock.source_files import installed, source_files
 from envbuild.lockurls import install_route
 from envbuild.models import Lock, LockedDistribution
 from envbuild.render.lockfile import lock_json
@@ -78,8 +79,8 @@ def generate(lock: Lock, resolved: Resolved) -> Iterator[str]:
     if res.find_links_folders:
         yield f"# find-links: {res.find_links_folders} local folder(s), not recorded (their files are, below)"
     yield (
-        f"# {len(resolved.distributions)} distributions, each pinned to the sha256 of its file(s) for this "
-        "target: pip installs"
+        f"# {len(installed(resolved.distributions))} distributions, each pinned to the sha256 of its file(s) "
+        "for this target: pip installs"
     )
     yield "# them in hash-checking mode; install with --no-deps, nothing is left to resolve."
     yield from route_lines(new_lock)
@@ -90,7 +91,7 @@ def generate(lock: Lock, resolved: Resolved) -> Iterator[str]:
         yield f"{'--index-url' if i == 0 else '--extra-index-url'} {check_plain(url, 'index url')}"
     for link in res.find_links:
         yield f"--find-links {check_plain(link, 'find-links')}"
-    for dist in resolved.distributions:
+    for dist in installed(resolved.distributions):  # sdists and build-only: lock/source_files.py
         yield ""
         yield f"{dist.spec} \\"
         hashes = dist.hashes
@@ -132,6 +133,7 @@ def write_locked(bundle: Path, lock: Lock, resolved: Resolved, extra: dict[str, 
     files = {
         **(extra or {}),
         REQUIREMENTS: render_requirements(lock, resolved).encode("utf-8"),
+        **source_files(new_lock),
         LOCK: lock_json(new_lock).encode("utf-8"),
     }
     readme = _with_route(bundle, files.get(README), new_lock)

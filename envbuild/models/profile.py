@@ -54,6 +54,8 @@ class PythonSpec:
     packages: tuple[str, ...] = ()
     requirements: tuple[str, ...] = ()  # paths relative to the profile's folder
     lines: tuple[RequirementLine, ...] = ()  # parsed from packages + requirements, in order
+    # distributions allowed to be built from their sdist in the image's builder stage (PEP 503 names)
+    build_from_source: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

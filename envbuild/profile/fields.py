@@ -118,6 +118,19 @@ def check_name(value: str, *, what: str = "a name") -> str | None:
     return None
 
 
+_PROJECT_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
+
+
+def check_project_name(value: str) -> str | None:
+    """A distribution name as PEP 508 allows it (compared after PEP 503 normalisation)."""
+    if len(value) > NAME_MAX or not _PROJECT_RE.fullmatch(value):
+        return (
+            f"{value!r} is not a distribution name: letters, digits, '.', '_' and '-', starting and ending "
+            "with a letter or digit (e.g. 'flash-attn')"
+        )
+    return None
+
+
 def check_profile_name(value: str) -> str | None:
     """A profile name is also the repository part of the image name (``envbuild/<name>:<hash>``)."""
     problem = check_name(value, what="profile name")

@@ -136,6 +136,13 @@ TABLES: dict[str, dict[str, Spec]] = {
         "requirements": Spec(
             "list", f.check_rel_path, doc="requirements files, relative to this profile.", append=True
         ),
+        "build_from_source": Spec(
+            "list",
+            f.check_project_name,
+            unique=True,
+            doc="Distributions built from their sdist in the image's builder stage (e.g. 'flash-attn').",
+            append=True,
+        ),
     },
     "torch": {
         "version": Spec(
@@ -383,6 +390,7 @@ def check_document(file: str, raw: dict[str, Any]) -> tuple[dict[str, Any], list
                 _keyname(key), f"unknown key{f.did_you_mean(key, ALL_KEYS)}; valid keys: {choices(ALL_KEYS)}"
             )
     return clean, checker.issues
+
 
 def allowed_env_names(layers: list[Any], merged: Any) -> tuple[str, ...]:
     """Every ``[env] allow_names`` of a profile's files (``layers``: each one's ``doc``), each checked

@@ -19,11 +19,13 @@ from envbuild.models import (
     LockPackage,
     LockTarget,
     Plan,
+    Profile,
     RequirementLine,
 )
-from envbuild.profile.fields import secret_key_reason, secret_value_reason
+from envbuild.profile.fields import secret_value_reason
 from envbuild.render.apt import apt_packages, runtime_packages
 from envbuild.render.constraints import collect_constraints
+from envbuild.secrets import env_name_reason
 
 _OS_RELEASE = {
     "ubuntu22.04": ("ubuntu", "22.04"),
@@ -40,8 +42,9 @@ def os_release(os_id: str) -> tuple[str, str]:
 def checked_env(plan: Plan) -> dict[str, str]:
     """The profile's ``[env]``, refusing secret-looking keys or values (the loader rejects them already;
     this is the second line of defence, with the loader's own rules)."""
+    allowed = plan.profile.env_allow_names
     for key, value in plan.profile.env.items():
-        reason = secret_key_reason(key) or secret_value_reason(value)
+        reason = env_name_reason(key, value, allowed) or secret_value_reason(value)
         if reason:
             raise BundleError(
                 f"{plan.profile.path}: env.{key}: looks like a secret ({reason}); provide secrets at run "
@@ -113,6 +116,13 @@ def declared_lines(plan: Plan) -> tuple[RequirementLine, ...]:
     return pins + tuple(line for line in plan.requirements if line.kind != "include")
 
 
+def source_names(profile: Profile) -> tuple[str, ...]:
+    """``[python] build_from_source`` as PEP 503 names, sorted, each once."""
+    from packaging.utils import canonicalize_name
+
+    return tuple(sorted({str(canonicalize_name(n)) for n in profile.python.build_from_source}))
+
+
 def make_lock(plan: Plan, *, constraint_files: tuple[str, ...] | None = None) -> Lock:
     """The lock of ``plan``; ``constraint_files`` (the bundle paths of the ``-c`` copies) are collected
     from the profile's folder unless given (``envbuild lock`` gives the bundle's own)."""
@@ -171,9 +181,14 @@ def make_lock(plan: Plan, *, constraint_files: tuple[str, ...] | None = None) ->
         index_urls=plan.index_urls,
         declared=declared_lines(plan),
         constraint_files=constraint_files,
+        build_from_source=source_names(profile),
     )
 
 
 def lock_json(lock: Lock) -> str:
-    """The lock file text: sorted keys, indent 2, LF, trailing newline."""
-    return json.dumps(to_data(lock), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    """The lock file text: sorted keys, indent 2, LF, trailing newline.
+
+    ``blender_sha256`` is written once a fetch recorded it: a lock without it keeps the bytes (and the
+    readers) it had before the field."""
+    unset = ("blender_sha256",) if lock.blender_sha256 is None else ()
+    return json.dumps(to_data(lock, exclude=unset), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
