@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 from urllib.parse import unquote, urlsplit
 
-from envbuild.models import LOCAL_FOLDER, Lock
+from envbuild.models import LOCAL_FOLDER, Lock, LockResolution
 
 __all__ = [
     "LOCAL_FOLDER",
@@ -136,3 +136,14 @@ def install_route(lock: Lock) -> Route:
     res = lock.resolution
     urls = " ".join([*res.index_urls, *res.find_links]) if res is not None else ""
     return Route(local, variables(urls))
+
+
+def index_options(res: LockResolution) -> Iterator[str]:
+    """The pip option lines naming a resolution's indexes and find-links, as the lock recorded them
+    (``--index-url``, ``--extra-index-url``, ``--find-links``), each checked to be one plain line."""
+    from envbuild.render.quote import check_plain
+
+    for i, url in enumerate(res.index_urls):
+        yield f"{'--index-url' if i == 0 else '--extra-index-url'} {check_plain(url, 'index url')}"
+    for link in res.find_links:
+        yield f"--find-links {check_plain(link, 'find-links')}"

@@ -4,6 +4,8 @@ subprocess): exit status, stdout and stderr captured."""
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 
@@ -35,3 +37,14 @@ def invoke(args: list[str]) -> Result:
         except Exception as exc:
             exception, code = exc, 1
     return Result(code, out.getvalue(), err.getvalue(), exception)
+
+
+def check_pytorch(*args: str) -> subprocess.CompletedProcess[str]:
+    """``envbuild check pytorch ARGS`` in a subprocess (a cold start, as a user runs it)."""
+    return subprocess.run(
+        [sys.executable, "-m", "envbuild", "check", "pytorch", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )

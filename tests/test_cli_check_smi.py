@@ -3,21 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
+from cli_support import check_pytorch as check
+
 REAL = Path(__file__).parent / "fixtures" / "smi" / "real"
-
-
-def check(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "envbuild", "check", "pytorch", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def test_a_table_capture_is_judged_and_its_driver_replaces_driver() -> None:

@@ -10,10 +10,10 @@ facts), and says so.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
+
+from cli_support import check_pytorch as check
 
 from envbuild.catalog import load_catalog
 from envbuild.hardware.captures import parse_capture, read_capture
@@ -42,16 +42,6 @@ def run(facts: HardwareFacts, *targets: str) -> list[Finding]:
 
 def unjudged(findings: list[Finding]) -> str:
     return next((f.message for f in findings if f.code == "I-HW-UNJUDGED"), "")
-
-
-def check(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "envbuild", "check", "pytorch", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def test_cards_without_nvlink_leave_nvlink_and_fabric_out_of_the_unjudged() -> None:

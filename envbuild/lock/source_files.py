@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from envbuild.lockurls import index_options
 from envbuild.models import Lock, LockedDistribution
-from envbuild.render.quote import check_plain, comment
+from envbuild.render.quote import comment
 
 SOURCE_REQUIREMENTS = "requirements-source.txt"
 BUILD_REQUIREMENTS = "requirements-build.txt"
@@ -29,10 +30,7 @@ def _lines(lock: Lock, role: str, what: str) -> Iterator[str]:
     yield f"# profile: {comment(lock.profile_name, 'name')}; [python] build_from_source"
     yield ""
     yield "--require-hashes"
-    for i, url in enumerate(res.index_urls):
-        yield f"{'--index-url' if i == 0 else '--extra-index-url'} {check_plain(url, 'index url')}"
-    for link in res.find_links:
-        yield f"--find-links {check_plain(link, 'find-links')}"
+    yield from index_options(res)
     for dist in lock.distributions:
         if dist.role != role:
             continue

@@ -23,10 +23,10 @@ from pathlib import Path
 from envbuild import __version__
 from envbuild.lock.resolve import Resolved
 from envbuild.lock.source_files import installed, source_files
-from envbuild.lockurls import install_route
+from envbuild.lockurls import index_options, install_route
 from envbuild.models import Lock, LockedDistribution
 from envbuild.render.lockfile import lock_json
-from envbuild.render.quote import check_file, check_generated, check_plain, comment
+from envbuild.render.quote import check_file, check_generated, comment
 
 REQUIREMENTS = "requirements-rebuild.txt"
 LOCK = "envbuild.lock.json"
@@ -87,10 +87,7 @@ def generate(lock: Lock, resolved: Resolved) -> Iterator[str]:
     yield ""
     yield "--require-hashes"
     yield "--only-binary :all:"
-    for i, url in enumerate(res.index_urls):
-        yield f"{'--index-url' if i == 0 else '--extra-index-url'} {check_plain(url, 'index url')}"
-    for link in res.find_links:
-        yield f"--find-links {check_plain(link, 'find-links')}"
+    yield from index_options(res)
     for dist in installed(resolved.distributions):  # sdists and build-only: lock/source_files.py
         yield ""
         yield f"{dist.spec} \\"
