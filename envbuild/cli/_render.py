@@ -66,6 +66,10 @@ def regenerate_command(
 def rerender_notes(written: Written, out_text: str) -> list[str]:
     """What a re-render did with the previous bundle's lock and the user's edits (stderr lines)."""
     lines = [f"envbuild: warning: {note}" for note in written.recovered]
+    lines += [
+        f"envbuild: warning: app.source: skipped {item}: a bundle is never copied into the image's app"
+        for item in written.skipped
+    ]
     path = written.path
     if written.lock == "kept":
         lines.append(

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from envbuild.errors import UsageError
+from envbuild.filestream import Content, content_size, feed
 from envbuild.image.refs import slug
 from envbuild.models import CheckResult
 
@@ -27,12 +28,12 @@ def render_command(result: CheckResult, targets: tuple[str, ...]) -> str:
     return " ".join(["envbuild", "render", result.plan.profile.name, *(f"--target {t}" for t in targets)])
 
 
-def bundle_digest(files: dict[str, bytes], executable: frozenset[str]) -> str:
+def bundle_digest(files: dict[str, Content], executable: frozenset[str]) -> str:
     """sha256 over every rendered file: its path, size, executable bit and bytes."""
     digest = hashlib.sha256()
     for name in sorted(files):
-        digest.update(f"{name}\0{len(files[name])}\0{name in executable}\0".encode())
-        digest.update(files[name])
+        digest.update(f"{name}\0{content_size(files[name])}\0{name in executable}\0".encode())
+        feed(digest, files[name])
     return digest.hexdigest()
 
 

@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import IO
 
 from envbuild.errors import BundleError
+from envbuild.filestream import scan_file
 from envbuild.image.certs import CaCert
 from envbuild.models import Lock, read_lock
-from envbuild.secrets import file_name_reason, file_reason
+from envbuild.secrets import file_name_reason
 
 MAX_SCAN_BYTES = 64 << 20
 
@@ -103,7 +104,7 @@ def _secret_reason(rel: str, path: Path) -> str | None:
     wheel = rel.startswith(("wheelhouse/", "tools/")) and rel.endswith(".whl")
     if wheel or path.stat().st_size > MAX_SCAN_BYTES:
         return file_name_reason(path.name)
-    return file_reason(path.name, path.read_bytes())
+    return scan_file(path)  # in chunks: never a whole file in memory
 
 
 def check_context(bundle: Path, wheelhouse: Path | None = None) -> None:

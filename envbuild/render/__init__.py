@@ -10,9 +10,11 @@ No output path goes into a bundle: the same inputs give the same bytes wherever 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from envbuild.errors import IncompatibleError
+from envbuild.filestream import Content
 from envbuild.models import INPUTS_FILE, CheckResult, Plan
 from envbuild.profile.appdir import collect_app
 from envbuild.render.bundle import Written, app_source, write_bundle
@@ -67,12 +69,28 @@ def render_files(
     bake: bool = False,
     targets: tuple[str, ...] | None = None,
     driver: str | None = None,
-) -> tuple[dict[str, bytes], frozenset[str]]:
-    """Every file of the bundle, in memory: (relative path -> bytes, executable paths).
+) -> tuple[dict[str, Content], frozenset[str]]:
+    """Every file of the bundle: (relative path -> bytes, or an app file's
+    :class:`~envbuild.filestream.FileCopy`, copied at write time; executable paths).
 
     ``bake`` adds ``docker-bake.hcl`` (:mod:`envbuild.render.bake`); ``targets`` are the ``--target``
     ids the plan was checked with (None: the profile's own) and ``driver`` its ``--driver``, both recorded in
     ``envbuild.inputs.json``."""
+    files, executable, _ = _render_files(result, command, bake=bake, targets=targets, driver=driver)
+    return files, executable
+
+
+def _render_files(
+    result: CheckResult,
+    command: str,
+    *,
+    bake: bool = False,
+    targets: tuple[str, ...] | None = None,
+    driver: str | None = None,
+    out: Path | None = None,
+) -> tuple[dict[str, Content], frozenset[str], tuple[str, ...]]:
+    """:func:`render_files`, and the folders of the app source skipped as bundles (``out``: the bundle
+    folder being written, skipped too when it lies inside the app source)."""
     plan = result.plan
     constraints = collect_constraints(plan)
     files: dict[str, str] = {
@@ -87,19 +105,22 @@ def render_files(
         from envbuild.render.bake import render_bake
 
         files["docker-bake.hcl"] = render_bake(result, command)
-    out = {name: text.encode("utf-8") for name, text in files.items()}
+    written: dict[str, Content] = {name: text.encode("utf-8") for name, text in files.items()}
     for constraint in constraints:
-        out[constraint.bundle_path] = constraint.data
+        written[constraint.bundle_path] = constraint.data
     for folder in KEEP_DIRS:
-        out[f"{folder}/.keep"] = b""
+        written[f"{folder}/.keep"] = b""
     executable: set[str] = set()
+    skipped: tuple[str, ...] = ()
     root = app_source(plan.profile)
     if root is not None:
-        for rel, data in collect_app(root, f"{plan.profile.path}: app.source").items():
-            out[f"app/{rel}"] = data
+        app = collect_app(root, f"{plan.profile.path}: app.source", out=out)
+        for rel, copy in app.files.items():
+            written[f"app/{rel}"] = copy
             if os.access(root / rel, os.X_OK):
                 executable.add(f"app/{rel}")
-    return dict(sorted(out.items())), frozenset(executable)
+        skipped = app.skipped
+    return dict(sorted(written.items())), frozenset(executable), skipped
 
 
 def render_bundle(
@@ -157,5 +178,8 @@ def render_into(
             f"profile {result.plan.profile.name}: {len(errors)} error finding(s); nothing written "
             "(use --force to render anyway):\n" + "\n".join(lines)
         )
-    files, executable = render_files(result, command, bake=bake, targets=targets, driver=driver)
-    return write_bundle(files, Path(out), executable, force=force, discard_edits=discard_edits)
+    files, executable, skipped = _render_files(
+        result, command, bake=bake, targets=targets, driver=driver, out=Path(out)
+    )
+    written = write_bundle(files, Path(out), executable, force=force, discard_edits=discard_edits)
+    return replace(written, skipped=skipped) if skipped else written

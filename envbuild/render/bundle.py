@@ -27,9 +27,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from envbuild.errors import BundleError
+from envbuild.filestream import Content, write_content
 from envbuild.models import Profile
-from envbuild.render.quote import check_generated
 from envbuild.render.previous import _is_dir, is_bundle, plan_keep, prepare_out, was_resolved
+from envbuild.render.quote import check_generated
 from envbuild.render.recovery import _old_for, _write_journal, recover
 from envbuild.render.render_lock import render_lock
 from envbuild.render.rerender import (
@@ -77,10 +78,11 @@ class Written:
     edits: tuple[Edit, ...] = ()  # the user's entries under app/ and constraints/: kept aside or dropped
     restored: tuple[str, ...] = ()  # files render wrote, the user deleted, and this render wrote again
     recovered: tuple[str, ...] = ()  # what an interrupted render had left beside the bundle, and where it is
+    skipped: tuple[str, ...] = ()  # folders of the app source not copied: bundles ("old/b1/ (why)")
 
 
 def write_tree(
-    files: dict[str, bytes],
+    files: dict[str, Content],
     out: Path,
     executable: frozenset[str] = frozenset(),
     *,
@@ -97,7 +99,7 @@ def write_tree(
 
 
 def write_bundle(
-    files: dict[str, bytes],
+    files: dict[str, Content],
     out: Path,
     executable: frozenset[str] = frozenset(),
     *,
@@ -109,7 +111,7 @@ def write_bundle(
 
     Each generated text file is looked at once more first (:func:`envbuild.render.quote.check_generated`):
     a line break by Python's rules other than LF in one is refused, with nothing written."""
-    check_generated(files)
+    check_generated({name: data for name, data in files.items() if isinstance(data, bytes)})
     out = out.absolute()
     prepare_out(out)
     try:
@@ -125,8 +127,8 @@ def write_bundle(
 
 
 def _against_previous(
-    out: Path, files: dict[str, bytes], discard_edits: bool
-) -> tuple[dict[str, bytes], Written]:
+    out: Path, files: dict[str, Content], discard_edits: bool
+) -> tuple[dict[str, Content], Written]:
     """``files`` with render's record (and the previous lock's files, when it holds), and the report."""
     record = record_of(files)
     files = {**files, RECORD_FILE: record_json(record)}
@@ -154,7 +156,7 @@ def _against_previous(
 
 
 def _write_tree(
-    files: dict[str, bytes], out: Path, executable: frozenset[str], force: bool, discard_edits: bool
+    files: dict[str, Content], out: Path, executable: frozenset[str], force: bool, discard_edits: bool
 ) -> Written:
     files, report = _against_previous(out, files, discard_edits)
     try:
@@ -170,7 +172,7 @@ def _write_tree(
             path = tmp / rel
             writing = out / rel
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(data)
+            write_content(path, data)
             path.chmod(0o755 if rel in executable else 0o644)
         writing = out
         for folder in sorted({tmp, *(p for p in tmp.rglob("*") if p.is_dir())}):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,7 +70,7 @@ class KeepPlan:
     lost: list[str]  # "path (why)": kept entries the new tree cannot hold
 
 
-def plan_keep(old: Path, new: Path, files: dict[str, bytes]) -> KeepPlan:
+def plan_keep(old: Path, new: Path, files: Mapping[str, object]) -> KeepPlan:
     """Match the previous bundle ``old`` against the freshly written tree ``new``.
 
     An entry that ``new`` lacks is moved whole; a folder in both is merged entry by entry; a file render

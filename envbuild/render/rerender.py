@@ -26,7 +26,6 @@ envbuild) every entry the new render does not write identically is the user's.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from typing import Any
 
 from envbuild import __version__
 from envbuild.digest import sha256_file
+from envbuild.filestream import Content, content_sha256
 from envbuild.models import INPUTS_FILE
 
 RECORD_FILE = "envbuild.rendered.json"
@@ -53,10 +53,6 @@ DERIVED = frozenset({"command", "sha256", "sources", "origins"})
 _ABOUT = "what envbuild render wrote here, read by the next render (keep it)"
 
 
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def _is_dir(path: Path) -> bool:
     return path.is_dir() and not path.is_symlink()
 
@@ -69,14 +65,21 @@ def _rewritten(rel: str) -> bool:
     return "/" in rel and rel.split("/", 1)[0] in REWRITTEN
 
 
-def record_of(files: dict[str, bytes]) -> dict[str, Any]:
+def _rendered(files: dict[str, Content], name: str) -> bytes | None:
+    """A file render generated (never an app file's copy), or None when ``files`` lacks it."""
+    data = files.get(name)
+    return data if isinstance(data, bytes) else None
+
+
+def record_of(files: dict[str, Content]) -> dict[str, Any]:
     """The record of a render that writes ``files`` (its unresolved lock among them)."""
-    lock = json.loads(files[LOCK_FILE]) if LOCK_FILE in files else {}
+    lock_bytes = _rendered(files, LOCK_FILE)
+    lock = json.loads(lock_bytes) if lock_bytes is not None else {}
     return {
         "about": _ABOUT,
         "format": RECORD_FORMAT,
         "resolver_input": {key: lock.get(key) for key in RESOLVER_KEYS},
-        "written": {rel: _sha256(data) for rel, data in sorted(files.items()) if _rewritten(rel)},
+        "written": {rel: content_sha256(data) for rel, data in sorted(files.items()) if _rewritten(rel)},
     }
 
 
@@ -146,7 +149,7 @@ def _digests(folder: Path, prefix: str) -> dict[str, str | None]:
 
 
 def lock_changes(
-    old: Path, files: dict[str, bytes], old_record: dict[str, Any] | None, new_record: dict[str, Any]
+    old: Path, files: dict[str, Content], old_record: dict[str, Any] | None, new_record: dict[str, Any]
 ) -> list[str]:
     """Why the resolved lock of the previous bundle ``old`` does not hold for a render of ``files``
     (empty: it holds, see the module doc)."""
@@ -156,14 +159,16 @@ def lock_changes(
     previous = inputs.read_bytes() if _is_file(inputs) else None
     if previous is None:
         changed.append(f"{INPUTS_FILE} (the previous bundle has none)")
-    elif previous != files.get(INPUTS_FILE):
-        changed, derived = input_changes(previous, files.get(INPUTS_FILE, b""))
+    elif previous != _rendered(files, INPUTS_FILE):
+        changed, derived = input_changes(previous, _rendered(files, INPUTS_FILE) or b"")
     if old_record is None:
         changed.append(f"{RECORD_FILE} (the previous bundle has none: rendered by an older envbuild)")
     elif not changed:  # the same inputs, declared differently: a newer envbuild or catalog
         before, after = old_record["resolver_input"], new_record["resolver_input"]
         changed += [f"lock.{key}" for key in changed_keys(before, after)]
-    new_constraints = {rel: _sha256(data) for rel, data in files.items() if rel.startswith("constraints/")}
+    new_constraints = {
+        rel: content_sha256(data) for rel, data in files.items() if rel.startswith("constraints/")
+    }
     old_constraints = _digests(old / "constraints", "constraints")
     for rel in sorted(new_constraints.keys() | old_constraints.keys()):
         if rel not in old_constraints or new_constraints.get(rel) != old_constraints[rel]:
@@ -188,7 +193,7 @@ class Edit:
 
 
 def plan_edits(
-    old: Path, files: dict[str, bytes], record: dict[str, Any] | None, *, discard: bool
+    old: Path, files: dict[str, Content], record: dict[str, Any] | None, *, discard: bool
 ) -> tuple[list[Edit], list[str]]:
     """The user's entries under the previous bundle's ``app/`` and ``constraints/`` (see the module doc),
     and the files render wrote there that the user deleted and the new render writes again."""
@@ -221,7 +226,7 @@ def plan_edits(
             if _is_file(entry):
                 digest = sha256_file(entry)
                 new = files.get(name)
-                if (new is not None and _sha256(new) == digest) or ours == digest:
+                if (new is not None and content_sha256(new) == digest) or ours == digest:
                     continue  # the new render writes these very bytes, or render wrote them last time
             why = (
                 "edited"
