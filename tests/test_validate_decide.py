@@ -149,6 +149,19 @@ def test_resolved_lock_missing_distribution_fails() -> None:
     )
 
 
+def test_a_build_dependency_of_a_source_build_is_not_expected_in_the_image() -> None:
+    """[python] build_from_source: the sdist's build dependencies (role "build") are used in the builder
+    stage only; the distribution built from source (role "source") is installed and compared."""
+    ninja = replace(locked("ninja", "1.13.2", required_by=("eb-addop",)), role="build")
+    addop = replace(locked("eb-addop", "0.1.0", declared_by=("requirements.txt:2",)), role="source")
+    lock = replace(RESOLVED, distributions=(*RESOLVED.distributions, ninja, addop))
+    res = _packages(lock, **{"eb-addop": "0.1.0"})
+    assert res.status == "passed", res.error
+    assert res.facts["locked_count"] == 6 and res.facts["extras"] == []
+    missing = _packages(lock)
+    assert missing.facts["missing"] == ["eb-addop==0.1.0 (declared by requirements.txt:2)"]
+
+
 def test_resolved_lock_drift_within_a_declared_range_fails_naming_who_required_it() -> None:
     # torch asks for sympy>=1.13.3: 1.13.3 satisfies it (so pip check is happy) but is not what was locked.
     res = _packages(RESOLVED, sympy="1.13.3", **{"typing-extensions": "4.14.1"})

@@ -92,6 +92,12 @@ class LockedDistribution:
     role: Literal["install", "source", "build"] = "install"
 
     @property
+    def in_image(self) -> bool:
+        """Installed in the image (as its wheel, or as the wheel built from its sdist): what validate
+        compares with the machine.  A build dependency is used in the builder stage only."""
+        return self.role != "build"
+
+    @property
     def spec(self) -> str:
         return f"{self.name}=={self.version}" + (f"+{self.local}" if self.local else "")
 

@@ -225,7 +225,7 @@ def distribution_differences(
     have = {canonicalize_name(k): v for k, v in installed.items()}
     shown = {canonicalize_name(k): v for k, v in (names or {}).items()}
     out = DistributionComparison()
-    locked = sorted(lock.distributions, key=lambda d: canonicalize_name(d.name))
+    locked = sorted((d for d in lock.distributions if d.in_image), key=lambda d: canonicalize_name(d.name))
     for dist in locked:
         key = canonicalize_name(dist.name)
         version = have.get(key)
@@ -238,7 +238,7 @@ def distribution_differences(
             out.different.append(f"{dist.name} {version} instead of {wanted}{_provenance(dist)}")
         elif local != dist.local:
             out.wrong_variant.append(f"{dist.name} {version} instead of {wanted}{_provenance(dist)}")
-    names_locked = {canonicalize_name(d.name) for d in lock.distributions}
+    names_locked = {canonicalize_name(d.name) for d in locked}
     for key in sorted(set(have) - names_locked):
         seed = " (comes with every venv)" if key in VENV_SEEDS else ""
         out.extras.append(f"{shown.get(key, key)} {have[key]}{seed}")
@@ -258,7 +258,7 @@ def _resolved_facts(lock: Lock, installed: dict[str, str], facts: dict[str, Any]
     cmp = distribution_differences(lock, installed, dict(facts.get("names", {})))
     return {
         "compared": "distributions",
-        "locked_count": len(lock.distributions),
+        "locked_count": sum(1 for d in lock.distributions if d.in_image),
         "missing": cmp.missing,
         "different": cmp.different,
         "wrong_variant": cmp.wrong_variant,
