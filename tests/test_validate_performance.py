@@ -239,3 +239,29 @@ def test_several_ordered_cards_are_held_to_the_lowest_datasheet() -> None:
     assert (
         decide_performance(gpu_lock("cuda", ["h100"]), figures, None, load_performance()).status == "failed"
     )
+
+
+def test_the_lots_network_is_held_to_the_profiles_network_gbps(tmp_path: Path) -> None:
+    """resources.network_gbps reaches the lock, and the all-reduce across lots is judged against it
+    (the sweep below is hand-made: two lots at 5 GB/s of bus bandwidth, i.e. 40 Gbit/s)."""
+    from envbuild.plan import check
+    from envbuild.profile import load_profile
+    from envbuild.render import make_lock
+    from envbuild.validate.performance import judge_fleet
+
+    profile = tmp_path / "p.toml"
+    profile.write_text('name = "net"\nkind = "ubuntu"\n[resources]\nnetwork_gbps = 100\n')
+    lock = make_lock(check(load_profile(str(profile))).plan)
+    assert lock.network_gbps == 100
+    sweep = {
+        "world": 2,
+        "sizes": [{"bytes": 1 << 20, "busbw_gbs": 2.0}, {"bytes": 1 << 24, "busbw_gbs": 5.0}],
+    }
+    judged = judge_fleet(lock, sweep, load_performance())
+    assert judged is not None and judged.ok is False
+    assert judged.problem() == (
+        "all reduce busbw on 2 lots: 5 GB/s, expected at least 7.5 GB/s "
+        "(60% of resources.network_gbps = 100 Gbit/s, 12.5 GB/s)"
+    )
+    undeclared = judge_fleet(cpu_lock(tmp_path), sweep, load_performance())
+    assert undeclared is not None and undeclared.ok is None and undeclared.measured == 5.0  # reported only

@@ -151,6 +151,7 @@ class Lock:
     gpu_memory_gib: float | None
     memory_gib: float | None = None  # resources.memory_gib: host memory the container must allow
     cpus: float | None = None  # resources.cpus: CPU cores the container must allow
+    network_gbps: float | None = None  # resources.network_gbps: the lots' network, Gbit/s (--fleet)
     packages: tuple[LockPackage, ...]  # exact pins first (torch family), then the user's
     apt: tuple[str, ...]
     apt_snapshot: str | None = None  # [system] snapshot: the archive instant apt read at build time

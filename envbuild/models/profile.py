@@ -83,6 +83,7 @@ class ResourcesSpec:
     gpus: int = 1  # cards the job uses at once
     memory_gib: float | None = None  # host memory the job needs inside its container
     cpus: float | None = None  # CPU cores the job needs inside its container
+    network_gbps: float | None = None  # network between lots (Gbit/s): validate --fleet judges it
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -179,6 +179,7 @@ TABLES: dict[str, dict[str, Spec]] = {
         "gpus": _number("int", 1, 64, "GPUs the job uses at once."),
         "memory_gib": _number("number", 0, 65536, "Host memory the job needs, GiB.", strict_low=True),
         "cpus": _number("number", 0, 4096, "CPU cores the job needs.", strict_low=True),
+        "network_gbps": _number("number", 0, 1e5, "Gbit/s between lots (validate --fleet).", strict_low=True),
     },
     "validate": {
         "extensions": Spec(

@@ -166,6 +166,7 @@ def make_lock(plan: Plan, *, constraint_files: tuple[str, ...] | None = None) ->
         gpu_memory_gib=profile.resources.gpu_memory_gib,
         memory_gib=profile.resources.memory_gib,
         cpus=profile.resources.cpus,
+        network_gbps=profile.resources.network_gbps,
         packages=lock_packages(plan),
         apt=tuple(runtime_packages(apt_packages(plan))),
         apt_snapshot=plan.apt_snapshot,

@@ -53,6 +53,7 @@ class Judged:
     datasheet: float | None = None
     fraction: float | None = None
     card: str | None = None
+    basis: str | None = None  # what the datasheet figure is, when not a card's datasheet
 
     @property
     def expected(self) -> float | None:
@@ -74,16 +75,17 @@ class Judged:
             "fraction": self.fraction,
             "expected_at_least": self.expected,
             "card": self.card,
+            "basis": self.basis,
             "ok": self.ok,
         }
 
     def problem(self) -> str:
         assert self.datasheet is not None and self.fraction is not None
         unit = UNITS[self.figure]
+        basis = self.basis or f"the {self.card} datasheet's {self.datasheet:g} {unit}"
         return (
             f"{self.figure.replace('_', ' ')} on {self.where}: {self.measured:g} {unit}, expected at least "
-            f"{self.expected:g} {unit} ({self.fraction:.0%} of the {self.card} datasheet's "
-            f"{self.datasheet:g} {unit})"
+            f"{self.expected:g} {unit} ({self.fraction:.0%} of {basis})"
         )
 
 
@@ -213,3 +215,19 @@ def decide_performance(
             warnings=warnings,
         )
     return result("performance", **facts, warnings=warnings)
+
+
+def judge_fleet(lock: Lock, sweep: dict[str, Any], data: PerformanceFile) -> Judged | None:
+    """The all-reduce across lots (``--fleet``), held to ``resources.network_gbps`` when the profile
+    declares it (Gbit/s, so /8 for GB/s) with the all-reduce fraction; the network is the provider's,
+    no card's datasheet says what it carries.  None when nothing was measured."""
+    sizes = sweep.get("sizes") or []
+    if not sizes:
+        return None
+    best = max(float(s.get("busbw_gbs") or 0.0) for s in sizes)
+    where = f"{sweep.get('world')} lots"
+    threshold = data.fraction("all_reduce_busbw")
+    if lock.network_gbps is None or threshold is None:
+        return Judged("all_reduce_busbw", where, best)
+    basis = f"resources.network_gbps = {lock.network_gbps:g} Gbit/s, {lock.network_gbps / 8:g} GB/s"
+    return Judged("all_reduce_busbw", where, best, lock.network_gbps / 8, threshold.fraction, None, basis)

@@ -51,6 +51,10 @@ class StageContext:
             self.raw.update(self.tools.raw)
         return self.tools
 
+    def device_names(self) -> list[str]:
+        """The devices a torch probe works on: ``cuda:N`` for each GPU torch sees (ROCm too), or the CPU."""
+        return [f"cuda:{i}" for i in range(self.device_count)] if self.gpu else ["cpu"]
+
     @property
     def gpu(self) -> bool:
         return self.lock.backend in ("cuda", "rocm")

@@ -28,6 +28,7 @@ from envbuild.validate import (
 )
 from envbuild.validate.host import mem_available_bytes
 from envbuild.validate.model import StageResult
+from envbuild.validate.performance_stage import run_performance
 from envbuild.validate.stage_context import ProbeFailed, StageContext, probe, probe_data
 
 
@@ -103,12 +104,8 @@ def _hardware(ctx: StageContext) -> hardware_stage.HardwareJudgement:
     return hw
 
 
-def _devices_list(ctx: StageContext) -> list[str]:
-    return [f"cuda:{i}" for i in range(ctx.device_count)] if ctx.gpu else ["cpu"]
-
-
 def _compute(ctx: StageContext) -> StageResult:
-    data = probe(ctx, "compute", "compute", {"devices": _devices_list(ctx)}, warm=True)
+    data = probe(ctx, "compute", "compute", {"devices": ctx.device_names()}, warm=True)
     return decide_work.decide_compute(data)
 
 
@@ -211,83 +208,6 @@ def _checkpoint(ctx: StageContext) -> StageResult:
     return replace(res, facts=facts)
 
 
-def _performance(ctx: StageContext) -> StageResult:
-    """The device figures in the warm worker, then an all-reduce sweep with one process per device (two
-    gloo processes on the CPU), and with ``--fleet`` one across the lots; judged against the datasheet."""
-    from envbuild.catalog.perf_rows import load_performance
-    from envbuild.validate.performance import decide_performance
-
-    budget = ctx.perf_budget_s
-    world = ctx.device_count if ctx.gpu else (1 if ctx.fleet else 2)
-    shares = {"devices": 0.7 if world > 1 or ctx.fleet else 1.0}
-    if world > 1:
-        shares["local"] = 0.3 if not ctx.fleet else 0.15
-    if ctx.fleet:
-        shares["fleet"] = 1.0 - sum(shares.values())
-    args = {"devices": _devices_list(ctx), "budget_s": budget * shares["devices"]}
-    figures = probe(ctx, "performance", "performance", args, warm=True)
-    backend = "nccl" if ctx.gpu else "gloo"  # torch's "nccl" is RCCL on ROCm
-    max_bytes = (256 << 20) if ctx.gpu else (32 << 20)
-    collectives = None
-    if world > 1:
-        sweep = {
-            "world": world,
-            "backend": backend,
-            "budget_s": budget * shares["local"],
-            "max_bytes": max_bytes,
-        }
-        collectives = probe(ctx, "performance", "collectives", sweep)
-    res = decide_performance(ctx.lock, figures, collectives, load_performance())
-    if ctx.fleet is None:
-        return res
-    return _with_fleet(ctx, res, budget * shares["fleet"], backend, max_bytes)
-
-
-def _with_fleet(
-    ctx: StageContext, res: StageResult, budget: float, backend: str, max_bytes: int
-) -> StageResult:
-    """The lots' all-reduce (``--fleet``): envbuild's handshake, then one rank per lot."""
-    from envbuild.validate import rendezvous
-
-    spec = ctx.fleet
-    assert spec is not None
-    facts: dict[str, object] = {"node_rank": spec.rank, "nodes": spec.nodes, "address": spec.address}
-    warnings = list(res.facts.get("warnings") or [])
-    if spec.rank == 0 and (public := rendezvous.public_address_warning(spec)):
-        warnings.append(public)
-    wait = ctx.timeout("performance") / 2
-    try:
-        group = rendezvous.serve(spec, wait) if spec.rank == 0 else rendezvous.join(spec, wait)
-    except rendezvous.FleetError as exc:
-        fleet = {**facts, "error": str(exc)}
-        return replace(
-            res,
-            status="failed",
-            facts={**res.facts, "fleet": fleet, "warnings": warnings},
-            error=res.error or str(exc),
-            hint=res.hint
-            or f"open {rendezvous.ports_to_open(spec)}, and start every lot with the same --fleet",
-        )
-    args = {
-        "world": spec.nodes,
-        "rank": spec.rank,
-        "init_method": group.init_method,
-        "backend": backend,
-        "budget_s": budget,
-        "timeout_s": 60.0,
-        "max_bytes": max_bytes,
-    }
-    sweep = probe(ctx, "performance", "collectives", args)
-    fleet = {**facts, "peers": list(group.peers), "all_reduce": sweep}
-    facts_out = {**res.facts, "fleet": fleet, "warnings": warnings}
-    if sweep.get("errors") or not sweep.get("sums_ok"):
-        why = "; ".join(sweep.get("errors") or []) or "the lots' all-reduce returned wrong sums"
-        error = f"--fleet all-reduce across {spec.nodes} lots failed: {why}"
-        hint = f"open {rendezvous.ports_to_open(spec)}"
-        return replace(res, status="failed", facts=facts_out, error=res.error or error, hint=res.hint or hint)
-    return replace(res, facts=facts_out)
-
-
 def _blender(ctx: StageContext) -> StageResult:
     if not ctx.lock.blender_version:
         return decide.skipped("blender", "the lock declares no Blender: not applicable")
@@ -336,6 +256,6 @@ RUNNERS: dict[str, Callable[[StageContext], StageResult]] = {
     "extensions": _extensions,
     "memory": _memory,
     "checkpoint": _checkpoint,
-    "performance": _performance,
+    "performance": run_performance,
     "checks": _checks,
 }
