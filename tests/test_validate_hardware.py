@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from validate_support import gpu_lock
+from validate_support import fake_tool, gpu_lock
 
 from envbuild.boundary import to_json
 from envbuild.hardware.nvidia_xml import parse_nvidia_xml
@@ -26,16 +25,6 @@ from envbuild.validate.hardware_stage import hardware_only, judge_live, with_har
 
 REAL = Path(__file__).parent / "fixtures" / "smi" / "real"
 FLAGS = ("--keep-going", "--stages", "devices")
-
-
-def fake_tool(folder: Path, name: str, capture: Path, when: str = "") -> Path:
-    """``name`` on PATH printing ``capture`` (when its first two arguments are ``when``), else exit 9."""
-    folder.mkdir(exist_ok=True)
-    tool = folder / name
-    test = f'[ "$1 $2" = "{when}" ] && ' if when else ""
-    tool.write_text(f"#!/bin/sh\n{test}exec cat {capture}\nexit 9\n", encoding="utf-8")
-    tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
-    return folder
 
 
 def lock_without_torch(backend: str, target: LockTarget) -> Lock:

@@ -4,8 +4,10 @@ published for GPUs (tests/fixtures/perf/SOURCES.md says where each comes from)."
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -265,3 +267,62 @@ def test_the_lots_network_is_held_to_the_profiles_network_gbps(tmp_path: Path) -
     )
     undeclared = judge_fleet(cpu_lock(tmp_path), sweep, load_performance())
     assert undeclared is not None and undeclared.ok is None and undeclared.measured == 5.0  # reported only
+
+
+# ---- the hardware under load (issue 28 item 6) ------------------------------------------------------
+
+REAL_SMI = REPO / "tests" / "fixtures" / "smi" / "real" / "nvidia-smi-q-x"
+
+
+def sampled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capture: Path) -> Any:
+    """Live readings of a machine whose nvidia-smi prints ``capture`` (NVML does not start here)."""
+    from validate_support import fake_tool
+
+    from envbuild.validate.hardware_stage import read_live
+    from envbuild.validate.load_samples import Sampler
+
+    tools = fake_tool(tmp_path / "bin", "nvidia-smi", capture, "-q -x")
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    with Sampler(lambda: read_live("cuda"), interval_s=0.2) as sampler:
+        time.sleep(0.7)
+    return sampler
+
+
+def test_a_slowdown_under_load_fails_the_stage_and_names_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from envbuild.validate.decide import result
+    from envbuild.validate.load_samples import judge_under_load
+    from envbuild.validate.performance_stage import with_load
+
+    # derived from the real RTX 3080 capture at 65 % load: its HW slowdown made active (hand-edited)
+    xml = (REAL_SMI / "rtx-3080-v13.xml").read_text(encoding="utf-8")
+    slowed = xml.replace(
+        "<clocks_event_reason_hw_slowdown>Not Active<", "<clocks_event_reason_hw_slowdown>Active<"
+    )
+    assert slowed != xml
+    capture = tmp_path / "rtx-3080-slowdown.xml"
+    capture.write_text(slowed, encoding="utf-8")
+    sampler = sampled(tmp_path, monkeypatch, capture)
+    assert len(sampler.samples) >= 2 and sampler.errors == []
+    under = judge_under_load(gpu_lock("cuda", ["h100"]), sampler.samples, sampler.errors)
+    assert [f.code for f in under.findings] == ["E-HW-CLOCKS"]  # the other rules ran in the devices stage
+    (device,) = under.facts["devices"]
+    assert device["utilization_max_pct"] == 65 and "hw_slowdown" in device["clock_event_reasons_seen"]
+    res = with_load(result("performance", figures=[]), under)
+    assert res.status == "failed"
+    assert res.error == "E-HW-CLOCKS: device 0 (NVIDIA GeForce RTX 3080): HW slowdown active under load"
+    assert res.hint == (
+        "the card runs below its clocks; ask the provider to check the cooling and the power supply, "
+        "or for another machine"
+    )
+
+
+def test_an_idle_low_generation_link_never_alarms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real A10G capture: idle at PCIe gen 1 of 4 (power saving), x8 of x16 (a width fault)."""
+    from envbuild.validate.load_samples import judge_under_load
+
+    sampler = sampled(tmp_path, monkeypatch, REAL_SMI / "a10g.xml")
+    under = judge_under_load(gpu_lock("cuda", ["h100"]), sampler.samples, sampler.errors)
+    assert under.findings == ()  # the width is the devices stage's warning, the generation unjudged at idle
+    assert under.facts["devices"][0]["pcie_gen_min"] == 1

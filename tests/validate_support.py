@@ -4,6 +4,7 @@ locks with card figures from envbuild/data/cards.toml."""
 from __future__ import annotations
 
 import json
+import stat
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -150,3 +151,13 @@ def torch_fixture(name: str) -> dict[str, Any]:
 
 def smi_text(name: str) -> str:
     return (FIXTURES / "smi" / name).read_text(encoding="utf-8")
+
+
+def fake_tool(folder: Path, name: str, capture: Path, when: str = "") -> Path:
+    """``name`` on PATH printing ``capture`` (when its first two arguments are ``when``), else exit 9."""
+    folder.mkdir(exist_ok=True)
+    tool = folder / name
+    test = f'[ "$1 $2" = "{when}" ] && ' if when else ""
+    tool.write_text(f"#!/bin/sh\n{test}exec cat {capture}\nexit 9\n", encoding="utf-8")
+    tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
+    return folder

@@ -8,6 +8,8 @@ from dataclasses import replace
 
 from envbuild.catalog.perf_rows import load_performance
 from envbuild.validate import rendezvous
+from envbuild.validate.hardware_stage import read_live, split_fix
+from envbuild.validate.load_samples import Sampler, UnderLoad, judge_under_load
 from envbuild.validate.model import StageResult
 from envbuild.validate.performance import decide_performance, judge_fleet
 from envbuild.validate.stage_context import StageContext, probe
@@ -27,7 +29,13 @@ def run_performance(ctx: StageContext) -> StageResult:
         "devices": ctx.device_names(),
         "budget_s": budget * shares["devices"],
     }
-    figures = probe(ctx, "performance", "performance", args, warm=True)
+    under = None
+    if ctx.gpu:  # the vendor tools read once a second while the probe keeps the devices busy
+        with Sampler(lambda: read_live(ctx.lock.backend)) as sampler:
+            figures = probe(ctx, "performance", "performance", args, warm=True)
+        under = judge_under_load(ctx.lock, sampler.samples, sampler.errors)
+    else:
+        figures = probe(ctx, "performance", "performance", args, warm=True)
     backend = "nccl" if ctx.gpu else "gloo"  # torch's "nccl" is RCCL on ROCm
     max_bytes = (256 << 20) if ctx.gpu else (32 << 20)
     collectives = None
@@ -40,6 +48,8 @@ def run_performance(ctx: StageContext) -> StageResult:
         }
         collectives = probe(ctx, "performance", "collectives", sweep)
     res = decide_performance(ctx.lock, figures, collectives, load_performance())
+    if under is not None:
+        res = with_load(res, under)
     if ctx.fleet is None:
         return res
     return _with_fleet(ctx, res, budget * shares["fleet"], backend, max_bytes)
@@ -101,3 +111,18 @@ def _with_fleet(
             res, status="failed", facts=facts_out, error=res.error or judged.problem(), hint=res.hint or hint
         )
     return replace(res, facts=facts_out)
+
+
+def with_load(res: StageResult, under: UnderLoad) -> StageResult:
+    """The readings under load in the stage's facts; an error among their findings fails the stage
+    (unless a figure already did), a warning joins the stage's warnings."""
+    warnings = [
+        *(res.facts.get("warnings") or []),
+        *(f"{f.code}: {f.message}" for f in under.findings if f.severity == "warning"),
+    ]
+    facts = {**res.facts, "under_load": under.facts, "warnings": warnings}
+    errors = [f for f in under.findings if f.severity == "error"]
+    if errors and res.status == "passed":
+        what, fix = split_fix(errors[0].message)
+        return replace(res, status="failed", facts=facts, error=f"{errors[0].code}: {what}", hint=fix)
+    return replace(res, facts=facts)
