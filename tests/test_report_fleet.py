@@ -248,3 +248,42 @@ def test_outlier_rules() -> None:
     (split,) = categorical_outliers("driver", [("a", "570"), ("b", "550")])
     assert split.text == "driver: no majority: 570 in a; 550 in b"
     assert categorical_outliers("driver", [("a", None), ("b", None), ("c", None)]) == []
+
+
+def _performance(rank: int, bf16: float, address: str = "10.0.0.1:29500") -> Any:
+    def change(data: dict[str, Any]) -> None:
+        # what a GPU lot's performance stage records under --fleet (this machine has no GPU; copy edited)
+        figure = {"figure": "matmul", "where": "cuda:0 bfloat16", "measured": bf16, "unit": "TFLOP/s"}
+        fleet = {"node_rank": rank, "nodes": 4, "address": address, "peers": [], "network": None}
+        data["stages"].append(
+            {"stage": "performance", "status": "passed", "duration_s": 10.0,
+             "facts": {"figures": [figure], "fleet": fleet}}
+        )  # fmt: skip
+
+    return change
+
+
+def test_a_slow_lot_of_a_fleet_group_and_a_missing_rank_are_flagged(
+    real_runs: list[Path], tmp_path: Path
+) -> None:
+    """Four lots of one --fleet group: ranks 0, 1, 2 and 2 again (rank 3's report missing, or a lot run
+    twice); lot-2's bf16 matmul at half the others'."""
+    edits = {
+        0: _performance(0, 790.0),
+        1: _performance(1, 395.0),
+        2: _performance(2, 800.0),
+        3: _performance(2, 795.0),
+    }
+    lots = _lots(real_runs, tmp_path, edits)
+    proc = _envbuild("report", "fleet", *map(str, lots))
+    assert proc.returncode == 1, proc.stderr
+    outliers = [ln for ln in proc.stdout.splitlines() if ln.startswith("outlier: ")]
+    assert (
+        "outlier: TFLOP/s matmul cuda:0 bfloat16: lot-2 395.00 TFLOP/s, -50% against the median "
+        "792.50 TFLOP/s (MAD 5.00 TFLOP/s)" in outliers
+    )
+    assert (
+        "outlier: fleet group 10.0.0.1:29500: the reports hold ranks [0, 1, 2, 2] of 4 lots (each rank once "
+        "is a whole group: a report is missing, or a lot ran twice)"
+    ) in outliers
+    assert "1 of 4 at 10.0.0.1:29500" in proc.stdout and "performance stage" in proc.stdout

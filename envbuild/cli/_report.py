@@ -256,7 +256,8 @@ def _print_fleet(fleet: object) -> None:
     lots = Table(title=f"envbuild report fleet — {len(fleet.lots)} lots")
     lots.add_column("lot", no_wrap=True)
     lots.add_column("verdict", no_wrap=True)
-    for col in ("first failure", "driver", "GPUs", "GPU UUIDs", "packages (sha256, count)", "hardware rules"):
+    columns = ("first failure", "driver", "GPUs", "GPU UUIDs", "packages (sha256, count)", "hardware rules")
+    for col in (*columns, "fleet node"):
         lots.add_column(col, overflow="fold")
     times = Table(title="seconds per stage")
     times.add_column("lot", no_wrap=True)
@@ -275,6 +276,7 @@ def _print_fleet(fleet: object) -> None:
             cell("\n".join(lot.gpu_uuids) or "none", "gpu uuid" in cols),
             cell(f"{lot.packages} ({lot.package_count})" if lot.packages else "unknown", "packages" in cols),
             cell(lot.hardware or "not read", "hardware" in cols),
+            cell(lot.node or "-", "fleet group" in cols),
         )
         times.add_row(
             escape(lot.lot),
@@ -286,6 +288,21 @@ def _print_fleet(fleet: object) -> None:
         console.width = max(console.width, 160)
     console.print(lots, markup=True)
     console.print(times, markup=True)
+    figures = list(dict.fromkeys(k for lot in fleet.lots for k in lot.perf))
+    if figures:
+        perf = Table(title="performance stage")
+        perf.add_column("figure", overflow="fold")
+        for lot in fleet.lots:
+            perf.add_column(escape(lot.lot), justify="right", no_wrap=True)
+        for key in figures:
+            perf.add_row(
+                escape(key),
+                *(
+                    cell(f"{lot.perf[key]:g}" if key in lot.perf else "-", key in marks.get(lot.lot, set()))
+                    for lot in fleet.lots
+                ),
+            )
+        console.print(perf, markup=True)
     for o in fleet.outliers:
         console.print(f"outlier: {escape(o.text)}", markup=True, soft_wrap=True)
     for note in fleet.notes:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from envbuild.validate.fleet_group import figures_of, incomplete, node_of
 from envbuild.validate.hardware_report import hardware_summary
 from envbuild.validate.html_report import CSP
 from envbuild.validate.model import Report
@@ -61,6 +62,8 @@ class Lot:
     total_s: float = 0.0
     gflops: dict[str, float] = field(default_factory=dict)  # "cpu float32" -> GFLOP/s
     hardware: str | None = None  # the hardware rules' findings ("ok", "E-HW-MIG, ..."); None: not read
+    node: str | None = None  # validate --fleet: "1 of 2 at host:29500" (the lot's rank in its group)
+    perf: dict[str, float] = field(default_factory=dict)  # the performance stage: "TFLOP/s cuda:0 bf16" -> x
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,8 @@ def _lot(name: str, path: Path, report: Report) -> Lot:
         total_s=report.duration_s,
         gflops=gflops,
         hardware=hardware_summary(report.hardware),
+        node=node_of(facts.get("performance", {}).get("fleet")),
+        perf=figures_of(facts.get("performance", {})),
     )
 
 
@@ -183,6 +188,10 @@ def compare_lots(lots: tuple[Lot, ...]) -> Fleet:
     for key in dict.fromkeys(k for lot in lots for k in lot.gflops):
         values = [(lot.lot, lot.gflops[key]) for lot in lots if key in lot.gflops]
         outliers += numeric_outliers(f"GFLOP/s {key}", values, unit=" GFLOP/s")
+    for key in dict.fromkeys(k for lot in lots for k in lot.perf):
+        values = [(lot.lot, lot.perf[key]) for lot in lots if key in lot.perf]
+        outliers += numeric_outliers(key, values, unit=" " + key.split(" ", 1)[0])
+    outliers += group_outliers(lots)
     seen: dict[str, list[str]] = {}
     for lot in lots:
         for uuid in dict.fromkeys(lot.gpu_uuids):
@@ -199,6 +208,21 @@ def compare_lots(lots: tuple[Lot, ...]) -> Fleet:
                 )
             )
     return Fleet(lots, order, tuple(outliers), tuple(notes))
+
+
+def group_outliers(lots: tuple[Lot, ...]) -> list[Outlier]:
+    """A ``--fleet`` group whose reports do not hold each rank once (:func:`fleet_group.incomplete`)."""
+    return [
+        Outlier(
+            "fleet group",
+            g.lots,
+            list(g.ranks),
+            list(range(g.nodes)),
+            f"fleet group {g.address}: the reports hold ranks {list(g.ranks)} of {g.nodes} lots (each rank "
+            "once is a whole group: a report is missing, or a lot ran twice)",
+        )
+        for g in incomplete([(lot.lot, lot.node) for lot in lots])
+    ]
 
 
 def _fmt(value: float) -> str:
@@ -319,6 +343,8 @@ def render_html(fleet: Fleet) -> str:
                 "packages_flag": "packages" in cols,
                 "hardware": lot.hardware or "not read",
                 "hardware_flag": "hardware" in cols,
+                "node": lot.node or "-",
+                "node_flag": "fleet group" in cols,
                 "stages": [
                     {"text": stage_cell(lot, s), "flag": f"stage {s} s" in cols} for s in fleet.stages
                 ],
