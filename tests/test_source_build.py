@@ -162,6 +162,52 @@ def test_a_bad_name_is_refused_with_its_key(tmp_path: Path) -> None:
     )
 
 
+def gpu_profile(folder: Path, extends: str, os_id: str) -> Path:
+    """A profile extending a GPU one (built-in pytorch, or the golden ROCm fixture) with a source build."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if extends.endswith(".toml"):  # a fixture, copied beside (extends takes a relative path)
+        shutil.copy(REPO / extends, folder)
+        extends = Path(extends).name
+    path = folder / "profile.toml"
+    path.write_text(
+        f'name = "gpu-addop"\nkind = "pytorch"\nextends = "{extends}"\n[base]\nos = "{os_id}"\n'
+        '[python]\npackages = ["eb-addop==1.0"]\nbuild_from_source = ["eb-addop"]\n',
+        encoding="utf-8",
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("extends", "builder", "final"),
+    [
+        ("pytorch", "nvidia/cuda:13.0.2-devel-ubuntu24.04", "nvidia/cuda:13.0.2-base-ubuntu24.04"),
+        ("tests/golden/_profiles/pytorch-rocm.toml", "-complete", "rocm/dev-ubuntu-24.04:"),
+    ],
+    ids=["cuda", "rocm"],
+)
+def test_a_gpu_source_build_compiles_on_the_devel_image_and_ships_on_the_base(
+    tmp_path: Path, extends: str, builder: str, final: str
+) -> None:
+    profile = gpu_profile(tmp_path / "profile", extends, "ubuntu24.04")
+    proc = envbuild("render", profile, "--out", tmp_path / "bundle")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "I-BUILDER-DERIVED" in proc.stdout, proc.stdout
+    dockerfile = (tmp_path / "bundle" / "Dockerfile").read_text()
+    (builder_arg,) = re.findall(r"^ARG BUILDER_IMAGE=(.*)$", dockerfile, re.M)
+    (base_arg,) = re.findall(r"^ARG BASE_IMAGE=(.*)$", dockerfile, re.M)
+    assert builder in builder_arg and final in base_arg and builder_arg != base_arg
+    assert "\nFROM ${BUILDER_IMAGE} AS builder\n" in dockerfile
+    # the final stage (the last FROM) is on the base image
+    assert re.findall(r"^FROM (\S+)", dockerfile, re.M)[-1] == "${BASE_IMAGE}"
+
+
+def test_a_cuda_source_build_is_refused_where_nvidia_has_no_devel_image(tmp_path: Path) -> None:
+    proc = envbuild("check", gpu_profile(tmp_path / "profile", "pytorch", "debian12"))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (line,) = [x for x in proc.stdout.splitlines() if "E-SOURCE-NO-DEVEL-IMAGE" in x]
+    assert "no CUDA 13.0.2 devel image for debian12" in line and "ubuntu22.04, ubuntu24.04" in line, line
+
+
 @pytest.mark.docker
 @pytest.mark.slow
 @pytest.mark.xdist_group("pytorch-cpu")
@@ -190,7 +236,8 @@ def test_source_build_in_the_builder_stage_validates_in_the_image(docker_client:
         proc = envbuild("validate", "--image", tag, "--out", out)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         _run, report = only_run(out)
-        parts = {p["name"]: p for s in report["stages"] if s["stage"] == "extensions" for p in s["parts"]}
+        (ext,) = [s for s in report["stages"] if s["stage"] == "extensions"]
+        parts = {p["name"]: p for p in ext["facts"]["parts"]}
         assert parts["import:eb_addop"]["status"] == "passed", parts
         # the build dependencies stayed out of the image
         listing = docker_client.containers.run(
