@@ -82,6 +82,9 @@ class Plan:
     apt_snapshot: str | None = None
     apt_sources: tuple[str, ...] = ()
     apt_snapshot_url: str | None = None  # the service (APT_SNAPSHOT_MIRROR's default)
+    # [python] build_from_source on CUDA/ROCm: the builder stage's devel image (nvcc/hipcc); None: the
+    # builder stage uses the base image
+    builder_image: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

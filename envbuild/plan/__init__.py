@@ -52,6 +52,7 @@ from envbuild.plan import (
     toolkit,
 )
 from envbuild.plan.blender import check_blender
+from envbuild.plan.builder_image import builder_image
 from envbuild.plan.context import Context, setting
 from envbuild.plan.findings import Findings
 from envbuild.plan.resolved import ResolvedTorch, ServedTorch
@@ -153,6 +154,7 @@ def check(
     memory_lots.check_memory_and_lots(ctx, out)
     provision = environment.python_provision(ctx, out)
     image, flavor = environment.base_image(ctx, out)
+    builder = builder_image(ctx, flavor, out)
     environment.check_glibc(ctx, out)
     apt_sources, apt_snapshot_url = environment.apt_snapshot(ctx, out, flavor, provision)
     blender_version, blender_url, blender_sha = check_blender(ctx, out)
@@ -185,6 +187,7 @@ def check(
         os_name=ctx.os.name,
         base_image=image,
         base_flavor=flavor,
+        builder_image=builder,
         python_version=profile.python.version,
         python_provision=provision,
         backend=profile.accelerator.backend,

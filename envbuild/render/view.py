@@ -85,6 +85,9 @@ class DockerfileView:
     # [python] build_from_source: the builder stage builds these sdists (None: nothing is built)
     source_build: SourceBuildView | None = None
     builder_apt: tuple[str, ...] = ()  # the builder stage's apt list: apt plus a compiler for a source build
+    # Dockerfile-quoted default of ARG BUILDER_IMAGE: a source build's devel image on CUDA/ROCm (nvcc,
+    # hipcc); None: the builder stage is on BASE_IMAGE
+    builder_image: str | None = None
     venv: str = VENV_PATH_IN_IMAGE
     tool_venv: str = TOOL_VENV_IN_IMAGE
     lock_path: str = LOCK_PATH_IN_IMAGE
@@ -177,6 +180,7 @@ def dockerfile_view(plan: Plan, command: str) -> DockerfileView:
         constraints=any(constraint_value(line) is not None for line in plan.requirements),
         source_build=source_build_view(plan),
         builder_apt=tuple(sh(p, "system.apt") for p in builder_packages(plan, apt)),
+        builder_image=docker_str(plan.builder_image, "builder image") if plan.builder_image else None,
     )
 
 
