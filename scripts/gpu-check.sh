@@ -13,7 +13,8 @@
 #   Overrides: GPU_CHECK_PROFILE=path.toml, GPU_CHECK_PYTHON=interpreter, GPU_CHECK_BUDGET_S=seconds.
 #
 # Steps: 1. print the environment; 2. render the profile (`envbuild render --force`) and rewrite the
-# lock's python_executable; 3. `envbuild validate --keep-going` with stage timeouts, the whole run
+# lock's python_executable; 3. `envbuild validate --keep-going` with stage timeouts (the performance stage
+# with a 45 s budget: matmul, bandwidths, an all-reduce, the hardware sampled under load), the whole run
 # capped at GPU_CHECK_BUDGET_S (390 s), then `envbuild report verify` (--keep-going runs every stage
 # whose facts are there: a package difference on a bare host no longer hides the GPU stages); 4. print a
 # compact summary and copy report.json, report.md, junit.xml, the lock and the whole run folder
@@ -184,7 +185,7 @@ BUDGET="${GPU_CHECK_BUDGET_S:-390}"
 mkdir -p "$WORK/workdir"  # --workdir: where the checkpoint stage writes (runs/envbuild-checkpoint)
 TIMEOUTS=(--timeout interpreter=60 --timeout os=60 --timeout packages=90 --timeout accelerator=90
   --timeout devices=90 --timeout compute=120 --timeout extensions=240 --timeout memory=120
-  --timeout checkpoint=90)
+  --timeout checkpoint=90 --timeout performance=120 --perf-budget 45)
 
 # validate LAUNCHER RUNS_DIR: run the validator, print the run folder on fd 3, return its exit code.
 validate() {
@@ -235,6 +236,14 @@ if ck.get("device"):
     print(f"checkpoint {ck.get('device')}: {ck.get('size_bytes')} bytes, resumed from step "
           f"{ck.get('resumed_from_step')}/{ck.get('steps')}, bitwise_equal={ck.get('bitwise_equal')} "
           f"max_abs_diff={ck.get('max_abs_diff')}")
+perf = st.get("performance", {})
+for f in perf.get("figures", []):
+    print(f"performance {f.get('figure')} {f.get('where')}: {f.get('measured')} {f.get('unit')} "
+          f"(datasheet {f.get('datasheet')}, at least {f.get('expected_at_least')}) ok={f.get('ok')}")
+for s in (perf.get("collectives") or {}).get("sizes", [])[-3:]:
+    print(f"all-reduce {s.get('bytes')} B: algbw {s.get('algbw_gbs')} busbw {s.get('busbw_gbs')} GB/s")
+if perf.get("under_load"):
+    print(f"under load: {json.dumps(perf['under_load'].get('devices'))}")
 if report.get("first_failure"):
     print(f"first failure: {report['first_failure']['stage']}: {report['first_failure']['error']}")
 EOF
