@@ -11,10 +11,12 @@ the validator's import of it runs the compiled code.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -135,6 +137,8 @@ def test_lock_takes_only_the_listed_sdist_and_its_build_dependencies(tmp_path: P
     dockerfile = (bundle / "Dockerfile").read_text()
     assert "pip wheel --no-cache-dir --no-deps --no-build-isolation --require-hashes" in dockerfile
     assert "ARG MAX_JOBS=1" in dockerfile and "FLASH_ATTENTION_FORCE_BUILD=TRUE" in dockerfile
+    script = (REPO / "envbuild" / "built_key.py").read_bytes()
+    assert (bundle / "envbuild-source-build.py").read_bytes() == script
 
 
 @pytest.mark.parametrize(
@@ -199,6 +203,8 @@ def test_a_gpu_source_build_compiles_on_the_devel_image_and_ships_on_the_base(
     assert "\nFROM ${BUILDER_IMAGE} AS builder\n" in dockerfile
     # the final stage (the last FROM) is on the base image
     assert re.findall(r"^FROM (\S+)", dockerfile, re.M)[-1] == "${BASE_IMAGE}"
+    # the README's CI workflow keeps the built wheels between runs
+    assert "path: ${{ env.BUNDLE }}/built-wheels" in (tmp_path / "bundle" / "README.md").read_text()
 
 
 def test_a_cuda_source_build_is_refused_where_nvidia_has_no_devel_image(tmp_path: Path) -> None:
@@ -206,6 +212,40 @@ def test_a_cuda_source_build_is_refused_where_nvidia_has_no_devel_image(tmp_path
     assert proc.returncode == 1, proc.stdout + proc.stderr
     (line,) = [x for x in proc.stdout.splitlines() if "E-SOURCE-NO-DEVEL-IMAGE" in x]
     assert "no CUDA 13.0.2 devel image for debian12" in line and "ubuntu22.04, ubuntu24.04" in line, line
+
+
+def test_the_builder_reuses_a_built_wheel_only_for_the_same_key(tmp_path: Path) -> None:
+    """envbuild-source-build.py as the builder stage runs it (a subprocess, real files): ``record``
+    writes the key beside a wheel just built, ``reuse`` takes it back while the key holds, and builds
+    again when the arch list changes or the wheel's bytes no longer match its record."""
+    script = REPO / "envbuild" / "built_key.py"
+    source = tmp_path / "requirements-source.txt"
+    source.write_text("--require-hashes\n\neb-addop==1.0 \\\n    --hash=sha256:" + "ab" * 32 + "\n")
+    first = tmp_path / "first"
+    first.mkdir()
+    (first / "eb_addop-1.0-cp311-cp311-linux_x86_64.whl").write_bytes(b"a wheel, as pip wheel left it")
+    common = ["--source", str(source), "--todo", str(tmp_path / "todo.txt")]
+
+    def run(action: str, folder: Path, *more: str, env: dict[str, str] | None = None) -> str:
+        args = [sys.executable, str(script), action, "--built", str(folder), *more, *common]
+        proc = subprocess.run(args, capture_output=True, text=True, env={**os.environ, **(env or {})})
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    run("record", first)
+    (record,) = first.glob("*.envbuild-key.json")
+    key = json.loads(record.read_text())["key"]
+    assert key["sdist_sha256"] == ["ab" * 32] and key["compilers"][0].startswith("c++: ")
+    assert run("reuse", tmp_path / "second", "--cache", str(first)).startswith(
+        "envbuild-source-build: cached eb-addop==1.0: eb_addop-1.0-cp311-cp311-linux_x86_64.whl"
+    )
+    assert (tmp_path / "todo.txt").read_text() == "--require-hashes\n"
+    assert (tmp_path / "second" / "eb_addop-1.0-cp311-cp311-linux_x86_64.whl").is_file()
+    other = run("reuse", tmp_path / "third", "--cache", str(first), env={"TORCH_CUDA_ARCH_LIST": "9.0"})
+    assert other.startswith("envbuild-source-build: building eb-addop==1.0: no cached wheel")
+    assert (tmp_path / "todo.txt").read_text().endswith("eb-addop==1.0 --hash=sha256:" + "ab" * 32 + "\n")
+    (first / "eb_addop-1.0-cp311-cp311-linux_x86_64.whl").write_bytes(b"changed")
+    assert "does not match its key record" in run("reuse", tmp_path / "fourth", "--cache", str(first))
 
 
 @pytest.mark.docker
@@ -245,6 +285,24 @@ def test_source_build_in_the_builder_stage_validates_in_the_image(docker_client:
         )
         names = {d["name"].lower() for d in json.loads(listing)}
         assert "eb-addop" in names and "ninja" not in names, names
+        # the built wheel was kept beside the wheelhouse, with its key record
+        house = bundle / "built-wheels"
+        assert hashlib.sha256((house / built["file"]).read_bytes()).hexdigest() == built["sha256"]
+        key = json.loads((house / f"{built['file']}.envbuild-key.json").read_text())["key"]
+        assert key["torch"].endswith("+cpu") and key["python"] == "3.11", key
+    # a second build of the bundle copies the kept wheel in: pip wheel does not run
+    with temporary_tag(docker_client, "addop-again") as again:
+        proc = envbuild("build", bundle, "--tag", again, "--base-image", BASE_IMAGE, "--quiet", "--no-record")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        log = (bundle / f"build-{again.replace('/', '-').replace(':', '-')}.log").read_text()
+        assert f"envbuild-source-build: cached eb-addop==1.0: {built['file']} has the same key" in log
+        lines = [line.strip() for line in log.splitlines()]
+        assert "envbuild-source-build: start" not in lines and "Building wheel" not in log
+        assert f"envbuild-built-wheel: {built['sha256']}  {built['file']}" in log
+    # a kept wheel changed after its export is refused before the engine is asked
+    (house / built["file"]).write_bytes(b"changed")
+    proc = envbuild("build", bundle, "--tag", "envbuild-test/never:built", "--quiet")
+    assert proc.returncode == 1 and f"its key record {built['file']}.envbuild-key.json says" in proc.stderr
 
 
 if __name__ == "__main__":  # pragma: no cover

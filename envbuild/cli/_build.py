@@ -215,6 +215,8 @@ def build_command(
         wheels_checked=checked,
         keep_ca_cert=keep_ca_cert,
     )
+    if (bundle / "requirements-source.txt").is_file():  # [python] build_from_source: keep the wheels built
+        _export_built(api, built.builder_image, bundle)
     cached = f", {built.cached_steps}/{len(built.steps)} steps from cache" if built.steps else ""
     if not as_json:
         click.echo(
@@ -245,6 +247,19 @@ def build_command(
                 run=run_line,
             )
         )
+
+
+def _export_built(api: object, builder_image: str | None, bundle: Path) -> None:
+    """Copy the builder stage's built wheels to ``bundle/built-wheels/`` for the next build with the same
+    key."""
+    from envbuild.image.built_cache import BUILT, export_built
+
+    if builder_image is None:
+        _say("warning: the builder stage's image is not in the build log: the built wheels were not kept")
+        return
+    wheels = export_built(api, builder_image, bundle)
+    kept = ", ".join(wheels)
+    _say(f"kept the built wheel(s) {kept} in {bundle / BUILT} (a build with the same key reuses them)")
 
 
 def _run_line(bundle: Path, tag: str) -> str | None:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from envbuild.errors import BuildError, BundleError, EngineUnavailable
+from envbuild.image.built_cache import builder_stage_image, verify_built
 from envbuild.image.certs import CaCert, load_ca_certs
 from envbuild.image.context import ContextInfo, check_bundle, write_context
 from envbuild.image.engine import HOW_TO_START, api_client, engine_address, engine_answers
@@ -51,6 +52,7 @@ class BuildResult:
     log: Path
     context: ContextInfo
     steps: tuple[StepTime, ...]
+    builder_image: str | None = None  # the builder stage's last image (the built wheels' export reads it)
 
     @property
     def cached_steps(self) -> int:
@@ -150,6 +152,7 @@ def build_image(
     check_locked(bundle, lock, house)
     if not wheels_checked:
         verify_wheelhouse(lock, house)
+    verify_built(lock, bundle)  # built-wheels/: each kept wheel against its key record
     api = client if client is not None else api_client()
     log_path = log_path_for(bundle, tag)
     started = time.monotonic()
@@ -237,7 +240,8 @@ def build_image(
     if stream.error is not None or stream.image_id is None:
         raise BuildError(_failure_message(stream, log_path))
     steps = tuple(StepTime(s.number, s.instruction, round(s.seconds, 3), s.cached) for s in stream.steps)
-    return BuildResult(tag, stream.image_id, seconds, log_path, info, steps)
+    builder = builder_stage_image(stream.steps)
+    return BuildResult(tag, stream.image_id, seconds, log_path, info, steps, builder)
 
 
 DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})

@@ -5,15 +5,20 @@
   ``pip wheel --no-build-isolation --no-deps --require-hashes`` on it, after the locked torch is in the venv;
 - ``requirements-build.txt``: their build dependencies that the image does not install (setuptools,
   ninja, ...), each pinned to its sha256; installed with ``pip install --target`` beside the build, so
-  they never reach the image.
+  they never reach the image;
+- ``envbuild-source-build.py`` (:mod:`envbuild.built_key`, copied): the builder stage's cache of
+  built wheels, which reuses a wheel an earlier build kept in ``built-wheels/`` with the same key.
 
-Both exist only when the lock has source builds; their bytes depend on the lock only.
+They exist only when the lock has source builds; their bytes depend on the lock only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
+from envbuild import built_key
+from envbuild.built_key import SCRIPT_NAME
 from envbuild.lockurls import index_options
 from envbuild.models import Lock, LockedDistribution
 from envbuild.render.quote import comment
@@ -42,14 +47,16 @@ def _lines(lock: Lock, role: str, what: str) -> Iterator[str]:
 
 
 def source_files(lock: Lock) -> dict[str, bytes]:
-    """``{file name: bytes}`` of the two files, or ``{}`` when the lock builds nothing from source."""
+    """``{file name: bytes}`` of the three files, or ``{}`` when the lock builds nothing from source."""
     if not any(d.role == "source" for d in lock.distributions):
         return {}
     files = {
         SOURCE_REQUIREMENTS: _lines(lock, "source", "The sdists the builder stage builds into wheels"),
         BUILD_REQUIREMENTS: _lines(lock, "build", "What building them needs, beside the build only"),
     }
-    return {name: ("\n".join(lines) + "\n").encode("utf-8") for name, lines in files.items()}
+    written = {name: ("\n".join(lines) + "\n").encode("utf-8") for name, lines in files.items()}
+    written[SCRIPT_NAME] = Path(built_key.__file__).read_bytes()
+    return written
 
 
 def installed(dists: tuple[LockedDistribution, ...]) -> tuple[LockedDistribution, ...]:

@@ -110,6 +110,8 @@ def _render_files(
         written[constraint.bundle_path] = constraint.data
     for folder in KEEP_DIRS:
         written[f"{folder}/.keep"] = b""
+    if plan.profile.python.build_from_source:  # the Dockerfile copies it: wheels kept by `envbuild build`
+        written["built-wheels/.keep"] = b""
     executable: set[str] = set()
     skipped: tuple[str, ...] = ()
     root = app_source(plan.profile)

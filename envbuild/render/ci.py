@@ -36,6 +36,11 @@ timestamps). It is computed from the `docker save` stream without holding a laye
   apt read snapshot.debian.org or snapshot.ubuntu.com as of that instant (`--build-arg
   APT_SNAPSHOT_MIRROR=URL` for a mirror of it). Sources the snapshot does not cover (the deadsnakes PPA,
   the CUDA or ROCm repository of a vendor base image) stay live, and `check` names them.
+- A profile with `[python] build_from_source` builds those sdists in the image's builder stage.
+  `envbuild build` keeps each built wheel in `BUNDLE/built-wheels/` with a key record (the sdist's
+  sha256, torch's version and variant, the arch list, Python's and the compilers' versions); the next
+  build copies in a wheel whose key matches instead of compiling it. The workflow caches that folder
+  (the step runs only for a bundle that builds from source).
 
 The workflow below runs these steps over a matrix of profiles x targets and publishes the validation
 reports (junit.xml), the build records and the comparison. The bundle README carries the same workflow
@@ -46,12 +51,16 @@ for its own profile and targets. Regenerate this page with
 """
 
 
-def workflow(profiles: tuple[str, ...], targets: tuple[str, ...]) -> str:
-    return render_template("ci/github-actions.yml.j2", ci_profiles=profiles, ci_targets=targets)
+def workflow(profiles: tuple[str, ...], targets: tuple[str, ...], *, built_cache: bool = False) -> str:
+    """The workflow; ``built_cache``: with the step that keeps wheels built from source between runs
+    (a bundle whose profile has ``[python] build_from_source``, and the docs page)."""
+    return render_template(
+        "ci/github-actions.yml.j2", ci_profiles=profiles, ci_targets=targets, ci_built_cache=built_cache
+    )
 
 
 def doc_page() -> str:
-    return DOC_HEAD + workflow(DOC_PROFILES, DOC_TARGETS) + "```\n"
+    return DOC_HEAD + workflow(DOC_PROFILES, DOC_TARGETS, built_cache=True) + "```\n"
 
 
 if __name__ == "__main__":

@@ -235,4 +235,5 @@ def render_readme(result: CheckResult, command: str) -> str:
         provider_route=provider_route(plan.python_version),
         ci_profiles=(ci_word(shlex.split(command)[2] if len(shlex.split(command)) > 2 else profile.name),),
         ci_targets=tuple(ci_word(c.id) for c in plan.targets) or ("cpu",),
+        ci_built_cache=bool(profile.python.build_from_source),
     )
