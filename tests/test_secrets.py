@@ -228,7 +228,7 @@ def test_app_folder_walker_refuses_credentials_and_keys(tmp_path: Path) -> None:
     clean = tmp_path / "clean"
     (clean / "certs").mkdir(parents=True)
     (clean / "certs" / "ca.pem").write_bytes(_cert.read_bytes())  # a public certificate may stay
-    assert set(collect_app(clean, "w")) == {"certs/ca.pem"}
+    assert set(collect_app(clean, "w").files) == {"certs/ca.pem"}
 
 
 def test_ca_cert_file_with_a_key_or_token_is_refused_without_echo(tmp_path: Path) -> None:

@@ -53,6 +53,7 @@ def test_three_lots_holding_the_token_form_one_group() -> None:
     clients = [in_thread(join, spec(port, r, 3), 10.0) for r in (2, 1)]
     for t in (server, *clients):
         t["thread"].join(15)
+        assert "error" not in t, t["error"]  # two messages back to back must not break a reader
     group = server["value"]
     assert group.world == 3 and group.rank == 0 and len(group.peers) == 2
     assert group.init_method == f"tcp://127.0.0.1:{port + 1}"  # torch's store, opened after the handshake

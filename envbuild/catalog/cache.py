@@ -69,6 +69,7 @@ MODEL_MODULES = (
     "envbuild.catalog.toolkit_rows",
     "envbuild.catalog.platform_rows",
     "envbuild.catalog.blender_rows",
+    "envbuild.catalog.perf_rows",
     "envbuild.models.profile",
     "envbuild.models.cards",
     "envbuild.boundary",

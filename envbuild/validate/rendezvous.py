@@ -29,6 +29,7 @@ import secrets
 import socket
 import time
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from envbuild.errors import EnvbuildError, UsageError
 
@@ -123,17 +124,14 @@ def _send(conn: socket.socket, data: dict[str, object]) -> None:
     conn.sendall(json.dumps(data).encode() + b"\n")
 
 
-def _recv(conn: socket.socket, deadline: float) -> dict[str, object]:
-    buf = b""
-    while not buf.endswith(b"\n"):
-        conn.settimeout(max(0.1, min(5.0, deadline - time.monotonic())))
-        chunk = conn.recv(MAX_LINE)
-        if not chunk:
-            raise ConnectionError("the other side closed the connection")
-        buf += chunk
-        if len(buf) > MAX_LINE:
-            raise ConnectionError("an over-long message")
-    data = json.loads(buf)
+def _recv(reader: BinaryIO, conn: socket.socket, deadline: float) -> dict[str, object]:
+    """One JSON line from ``reader`` (``conn``'s buffered reader: two messages sent back to back arrive
+    in one segment, and the second stays buffered for the next call)."""
+    conn.settimeout(max(0.1, min(5.0, deadline - time.monotonic())))
+    line = reader.readline(MAX_LINE + 1)
+    if not line.endswith(b"\n"):
+        raise ConnectionError("an over-long message" if len(line) > MAX_LINE else "the connection closed")
+    data = json.loads(line)
     if not isinstance(data, dict):
         raise ConnectionError("not a JSON object")
     return data
@@ -191,7 +189,7 @@ def _admit(
     challenge = secrets.token_hex(32)
     try:
         _send(conn, {"envbuild_fleet": 1, "challenge": challenge})
-        answer = _recv(conn, min(deadline, time.monotonic() + 5.0))
+        answer = _recv(conn.makefile("rb"), conn, min(deadline, time.monotonic() + 5.0))
         rank, mac, theirs = answer.get("rank"), answer.get("mac"), answer.get("challenge")
         if not (isinstance(rank, int) and isinstance(mac, str) and isinstance(theirs, str)):
             return None
@@ -219,9 +217,9 @@ def join(spec: FleetSpec, timeout_s: float) -> Group:
             last = exc.strerror or str(exc)
             time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
             continue
-        with conn:
+        with conn, conn.makefile("rb") as reader:
             try:
-                hello = _recv(conn, deadline)
+                hello = _recv(reader, conn, deadline)
                 challenge = hello.get("challenge")
                 if hello.get("envbuild_fleet") != 1 or not isinstance(challenge, str):
                     raise FleetError(f"--fleet: {spec.address} is not an envbuild fleet rendezvous")
@@ -234,7 +232,7 @@ def join(spec: FleetSpec, timeout_s: float) -> Group:
                         "challenge": mine,
                     },
                 )
-                reply = _recv(conn, deadline)
+                reply = _recv(reader, conn, deadline)
                 if "refused" in reply:
                     raise FleetError(
                         f"--fleet: node 0 at {spec.address} refused this lot: {reply['refused']}"
@@ -242,7 +240,7 @@ def join(spec: FleetSpec, timeout_s: float) -> Group:
                 mac = reply.get("mac")
                 if not isinstance(mac, str) or not hmac.compare_digest(mac, _mac(spec.token, "server", mine)):
                     raise FleetError(f"--fleet: {spec.address} does not hold the fleet token: not joining it")
-                go = _recv(conn, deadline)
+                go = _recv(reader, conn, deadline)
             except (OSError, ConnectionError, ValueError) as exc:
                 raise FleetError(
                     f"--fleet: the handshake with {spec.address} failed ({exc}); open {ports_to_open(spec)}"

@@ -18,7 +18,10 @@ TAIL_BYTES = 64 * 1024
 HEAD_BYTES = 4096
 MARKER_LINE_MAX = 8 * 1024 * 1024
 READ_CHUNK = 64 * 1024
-_FIRST_WORD = re.compile(rb"\S*")
+# A cut stream's tail loses its first word, up to the first whitespace within this many bytes (or that
+# many bytes): longer than any token format the secret policy knows, so a token cut in half goes whole.
+FIRST_WORD_MAX = 512
+_FIRST_WORD = re.compile(rb"\S{0,%d}\s?" % FIRST_WORD_MAX)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -50,8 +53,9 @@ class StreamBuffer:
     @property
     def tail(self) -> bytes:
         """The last bytes of the stream.  When the stream was cut, its first word (up to the first
-        whitespace) goes too: it may be the end of a token whose start was cut away, which no redaction
-        could recognise (the start of a token format is what the secret policy looks for)."""
+        whitespace, at most :data:`FIRST_WORD_MAX` bytes) goes too: it may be the end of a token whose
+        start was cut away, which no redaction could recognise (the start of a token format is what the
+        secret policy looks for)."""
         if self.total == len(self._tail):
             return bytes(self._tail)
         cut = _FIRST_WORD.match(self._tail)
