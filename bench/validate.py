@@ -1,6 +1,7 @@
 """Time each validation stage on the CPU for a pytorch-cpu-like lock, and torch's collect_env.
 
     .venv/bin/python bench/validate.py [--python PATH] [--repeat N]
+    .venv/bin/python bench/validate.py --performance SECONDS   # the performance stage alone (issue 28)
 
 The lock is the one ``envbuild render`` writes for the built-in ``pytorch-cpu`` profile, fitted to
 the interpreter under test (its python_executable, and declared packages it does not carry dropped),
@@ -67,11 +68,40 @@ def median(values: list[float]) -> float:
     return values[len(values) // 2]
 
 
+def performance(python: str, budget: float) -> int:
+    """The performance stage on the CPU (``--stages performance``): its wall time and every figure."""
+    from envbuild.validate import run_validation
+
+    with tempfile.TemporaryDirectory(prefix="envbuild-bench-") as tmp:
+        root = Path(tmp)
+        lock = bench_lock(python, root)
+        start = time.perf_counter()
+        report, _ = run_validation(
+            lock, python=python, out=root / "runs", workdir=root, stages=["performance"], perf_budget=budget
+        )
+        total = time.perf_counter() - start
+    stage = next(s for s in report.stages if s.stage == "performance")
+    print(f"performance stage on the CPU ({python}, budget {budget:g} s): {stage.status}")
+    print(f"  stage {stage.duration_s:6.2f} s, whole run with its prerequisites {total:6.2f} s")
+    for f in stage.facts.get("figures", []):
+        print(f"  {f['figure']:<18} {f['where']:<22} {f['measured']:>10g} {f['unit']}")
+    for s in (stage.facts.get("collectives") or {}).get("sizes", []):
+        print(
+            f"  all-reduce gloo x2 {s['bytes']:>10} B algbw {s['algbw_gbs']:g} busbw {s['busbw_gbs']:g} GB/s"
+        )
+    return 0 if stage.status == "passed" else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument(
+        "--performance", type=float, metavar="SECONDS", help="time the performance stage with this budget"
+    )
     args = parser.parse_args()
+    if args.performance is not None:
+        return performance(args.python, args.performance)
 
     from envbuild.validate import run_validation
     from envbuild.validate.probe import run_probe

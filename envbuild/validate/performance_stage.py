@@ -18,7 +18,8 @@ from envbuild.validate.stage_context import StageContext, probe
 def run_performance(ctx: StageContext) -> StageResult:
     """The device figures in the warm worker, then an all-reduce sweep with one process per device (two
     gloo processes on the CPU), and with ``--fleet`` one across the lots; judged against the datasheet."""
-    budget = ctx.perf_budget_s
+    # 85 % of the budget is measured; the rest pays for starting the rank processes and tearing down.
+    budget = ctx.perf_budget_s * 0.85
     world = ctx.device_count if ctx.gpu else (1 if ctx.fleet else 2)
     shares = {"devices": 0.7 if world > 1 or ctx.fleet else 1.0}
     if world > 1:

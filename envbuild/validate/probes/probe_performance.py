@@ -125,7 +125,7 @@ def matmul(device: str, dtype_name: str, share_s: float, memory: int) -> dict[st
 
 
 def copy_bandwidth(device: str, share_s: float, memory: int) -> dict[str, Any]:
-    size = max(1 << 20, min(1 << 30, memory // 2))
+    size = max(1 << 20, min((256 << 20) if device == "cpu" else (1 << 30), memory // 2))
     src = torch.empty(size, dtype=torch.uint8, device=device).fill_(1)
     dst = torch.empty_like(src)
     per_call, calls = timed(lambda: dst.copy_(src), device, share_s)
