@@ -15,7 +15,7 @@ import pytest
 from validate_support import cpu_lock, gpu_lock
 
 from envbuild.boundary import to_json
-from envbuild.catalog.perf_rows import load_performance
+from envbuild.catalog.perf_rows import FIGURES, load_performance
 from envbuild.validate import run_validation
 from envbuild.validate.performance import decide_performance
 
@@ -87,15 +87,8 @@ def test_perf_budget_out_of_range_is_a_usage_error(tmp_path: Path) -> None:
 
 def test_the_catalog_holds_a_threshold_for_every_figure_with_its_source() -> None:
     data = load_performance()
-    for figure in (
-        "matmul",
-        "memory_copy",
-        "host_to_device",
-        "device_to_host",
-        "peer_copy",
-        "all_reduce_busbw",
-    ):
-        threshold = data.fraction(figure)  # type: ignore[arg-type]
+    for figure in FIGURES:
+        threshold = data.fraction(figure)
         assert threshold is not None, figure
         assert threshold.why and threshold.source, figure
 
