@@ -98,6 +98,9 @@ def test_ctrl_c_stops_the_downloads_in_flight_and_removes_partial_files(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # As from a terminal: SIGINT at its default.  A test runner's worker may ignore SIGINT, and an
+        # ignored signal stays ignored across exec (Python then installs no KeyboardInterrupt handler).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         deadline = time.monotonic() + 60
