@@ -23,7 +23,7 @@ BASE_IMAGE = os.environ.get("ENVBUILD_TEST_BASE_IMAGE", "envbuild/debian:12")
 
 # The xdist groups that build an image, longest first: under xdist they are handed out before every
 # other test (scripts/test.sh passes --no-loadscope-reorder), so the longest chain starts at once.
-IMAGE_GROUPS = ("pytorch-cpu", "blender-cpu", "container-box", "rebuild-proof")
+IMAGE_GROUPS = ("pytorch-cpu", "source-build", "blender-cpu", "container-box", "rebuild-proof")
 
 
 @pytest.hookimpl(trylast=True)  # after xdist's own hook, which names the groups in the node ids

@@ -250,7 +250,7 @@ def test_the_builder_reuses_a_built_wheel_only_for_the_same_key(tmp_path: Path) 
 
 @pytest.mark.docker
 @pytest.mark.slow
-@pytest.mark.xdist_group("pytorch-cpu")
+@pytest.mark.xdist_group("source-build")  # its own image: beside the pytorch-cpu lane, not after it
 def test_source_build_in_the_builder_stage_validates_in_the_image(docker_client: Any, tmp_path: Path) -> None:
     make_addop(tmp_path / "index")
     bundle = tmp_path / "bundle"
