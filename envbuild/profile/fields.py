@@ -118,12 +118,16 @@ def check_name(value: str, *, what: str = "a name") -> str | None:
     return None
 
 
-_PROJECT_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
-
-
 def check_project_name(value: str) -> str | None:
-    """A distribution name as PEP 508 allows it (compared after PEP 503 normalisation)."""
-    if len(value) > NAME_MAX or not _PROJECT_RE.fullmatch(value):
+    """A distribution name as PEP 508 allows it (packaging's grammar: a requirement that is its name
+    alone; compared after PEP 503 normalisation)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        plain = Requirement(value).name == value
+    except InvalidRequirement:
+        plain = False
+    if len(value) > NAME_MAX or not plain:
         return (
             f"{value!r} is not a distribution name: letters, digits, '.', '_' and '-', starting and ending "
             "with a letter or digit (e.g. 'flash-attn')"
