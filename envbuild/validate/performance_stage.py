@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from envbuild.catalog.perf_rows import load_performance
+from envbuild.catalog.perf_rows import PerformanceFile, load_performance
 from envbuild.validate import rendezvous
 from envbuild.validate.hardware_stage import read_live, split_fix
 from envbuild.validate.load_samples import Sampler, UnderLoad, judge_under_load
@@ -48,16 +48,17 @@ def run_performance(ctx: StageContext) -> StageResult:
             "max_bytes": max_bytes,
         }
         collectives = probe(ctx, "performance", "collectives", sweep)
-    res = decide_performance(ctx.lock, figures, collectives, load_performance())
+    data = load_performance()
+    res = decide_performance(ctx.lock, figures, collectives, data)
     if under is not None:
         res = with_load(res, under)
     if ctx.fleet is None:
         return res
-    return _with_fleet(ctx, res, budget * shares["fleet"], backend, max_bytes)
+    return _with_fleet(ctx, res, data, budget * shares["fleet"], backend, max_bytes)
 
 
 def _with_fleet(
-    ctx: StageContext, res: StageResult, budget: float, backend: str, max_bytes: int
+    ctx: StageContext, res: StageResult, data: PerformanceFile, budget: float, backend: str, max_bytes: int
 ) -> StageResult:
     """The lots' all-reduce (``--fleet``): envbuild's handshake, then one rank per lot."""
     spec = ctx.fleet
@@ -89,7 +90,7 @@ def _with_fleet(
         "max_bytes": max_bytes,
     }
     sweep = probe(ctx, "performance", "collectives", args)
-    judged = judge_fleet(ctx.lock, sweep, load_performance())
+    judged = judge_fleet(ctx.lock, sweep, data)
     fleet = {
         **facts,
         "peers": list(group.peers),
