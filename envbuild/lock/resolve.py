@@ -45,6 +45,7 @@ from envbuild.models import (
     LockResolution,
     RequirementLine,
 )
+from envbuild.plan.abi_releases import flash_attn_for_lock
 from envbuild.plan.packages import PYPI
 from envbuild.render.requirements import option_words
 
@@ -183,24 +184,55 @@ def _involved(text: str, lock: Lock) -> str:
 
 
 def source_only_finding(
-    name: str, declared: list[RequirementLine], target: Target, sources: Sources
+    name: str,
+    declared: list[RequirementLine],
+    target: Target,
+    sources: Sources,
+    lock: Lock | None = None,
 ) -> Finding:
-    """What to do about a distribution that has only a source distribution for the target."""
+    """What to do about a distribution that has only a source distribution for the target.
+
+    ``lock`` gives the torch, variant and Python the image installs: for flash-attn, its GitHub release's
+    wheel for them is named when the release builds one (abi.toml's rows)."""
     facts = source_build_facts(name, declared, sources)
     what = f"{name} {facts.version}" if facts.version else name
     where = _describe(declared) if declared else "a dependency of the profile's requirements"
     abi = f"cp{target.interpreter[0]}{target.interpreter[1]}"
     if facts.needs_torch:
-        message = (
+        head = (
             f"{what} ({where}) is published only as a source distribution for {target.describe()}, and its "
             f"build imports torch ({facts.evidence}), so pip cannot build it in an isolated build "
-            "environment. Either build it in the image: add it to the profile's "
+            "environment."
+        )
+        build = (
+            "build it in the image: add it to the profile's "
             f'`[python] build_from_source = ["{name}"]` (envbuild locks its sdist and build dependencies '
             "with their hashes and builds it in the builder stage after the locked torch, for the ordered "
-            "cards' archs only), or use a prebuilt wheel for this torch/CUDA/Python triple as a direct URL "
-            f"(`{name} @ https://.../<wheel built for the torch release, its variant and {abi}>.whl`)"
+            "cards' archs only)"
         )
-        return Finding(severity="error", code="E-SOURCE-NEEDS-TORCH", message=message)
+        release = (
+            flash_attn_for_lock(facts.version, lock.torch_version, lock.torch_variant, lock.python_version)
+            if name == "flash-attn" and facts.version and lock is not None
+            else None
+        )
+        if release is not None and release.url is not None:
+            message = (
+                f"{head} Either use the wheel its GitHub release builds for {release.plan}, as a direct "
+                f"URL in place of the requirement (`{name} @ {release.url}`), or {build}"
+            )
+        elif release is not None:
+            message = (
+                f"{head} Either {build}, or pick a torch and Python its GitHub release builds wheels for: "
+                f"it builds none for {release.plan} (it builds {release.builds})"
+            )
+        else:
+            message = (
+                f"{head} Either {build}, or use a prebuilt wheel for this torch/CUDA/Python triple as a "
+                f"direct URL (`{name} @ https://.../<wheel built for the torch release, its variant and "
+                f"{abi}>.whl`)"
+            )
+        source = release.source if release is not None else None
+        return Finding(severity="error", code="E-SOURCE-NEEDS-TORCH", message=message, source=source)
     evidence = f" ({facts.evidence})" if facts.evidence else ""
     message = (
         f"{what} ({where}) has no wheel for {target.describe()}, only a source distribution{evidence}; the "
@@ -215,7 +247,7 @@ def conflict_findings(text: str, lock: Lock, target: Target, sources: Sources) -
     names = {m.group(1) for m in _NO_WHEELS.finditer(cause)} | set(_WHEELS_REQUIRED.findall(cause))
     origins = _origins(lock)
     findings = [
-        source_only_finding(name, origins.get(name, []), target, sources)
+        source_only_finding(name, origins.get(name, []), target, sources, lock)
         for name in sorted({str(canonicalize_name(n)) for n in names})
     ]
     if not findings:
@@ -295,7 +327,7 @@ def resolve(
         dists, source_only = distributions_from(
             raw.pylock, annotations, origins, target, lock.build_from_source
         )
-        findings = [source_only_finding(n, origins.get(n, []), target, sources) for n in source_only]
+        findings = [source_only_finding(n, origins.get(n, []), target, sources, lock) for n in source_only]
         mismatch = sorted({d.name for d in dists} ^ (set(annotations) - set(source_only)))
         if mismatch:
             raise ResolveError(

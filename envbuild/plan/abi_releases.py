@@ -1,21 +1,24 @@
 """The ABI checks of an exact pin of a recorded release (:mod:`envbuild.plan.abi`): xformers' and
 bitsandbytes' Requires-Dist on torch, bitsandbytes' GPU library, torchao's kernels per torch, and
-whether flash-attn's own release wheels cover the plan."""
+whether flash-attn's own release wheels cover the plan (also asked by ``envbuild lock``'s
+E-SOURCE-NEEDS-TORCH, through :func:`flash_attn_for_lock`)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from packaging.specifiers import SpecifierSet
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from envbuild.models import RequirementLine
-from envbuild.plan.abi_builds import _flag, _Plan, _row
+from envbuild.plan.abi_builds import _accel, _flag, _Plan, _plan_abi, _row
 from envbuild.plan.abi_data import (
     AbiData,
     FlashAttnRelease,
     TorchaoRelease,
+    load_abi_data,
 )
 from envbuild.plan.context import Context
 from envbuild.plan.findings import Findings
@@ -177,6 +180,76 @@ def _covers(row: FlashAttnRelease, series: str, cuda: int, python: str, abi: boo
     )
 
 
+def flash_attn_wheel(data: AbiData, row: FlashAttnRelease, plan: _Plan) -> str | None:
+    """The URL of the wheel ``row``'s GitHub release builds for the plan; None when its matrix has none."""
+    if plan.backend != "cuda" or plan.abi is None:
+        return None
+    if not _covers(row, plan.series, plan.accel[0], plan.python, plan.abi):
+        return None
+    return data.flash_attn_url.format(
+        version=row.version,
+        cuda=plan.accel[0],
+        torch=plan.series,
+        abi=_flag(plan.abi),
+        python="cp" + plan.python.replace(".", ""),
+    )
+
+
+def flash_attn_builds(row: FlashAttnRelease) -> str:
+    """What ``row``'s release builds: "torch 2.4, 2.5 with CUDA 12, Python 3.9 to 3.13"."""
+    cuda = ", ".join(str(c) for c in row.cuda)
+    return f"torch {', '.join(row.torch)} with CUDA {cuda}, Python {row.python[0]} to {row.python[-1]}"
+
+
+def flash_attn_source(row: FlashAttnRelease) -> str:
+    """The finding's source: the release row's."""
+    return f"flash-attn {row.version}: {row.source}"
+
+
+@dataclass(frozen=True)
+class FlashAttnWheel:
+    """flash-attn's own release wheel for a lock's torch, CUDA major, Python and C++ ABI."""
+
+    plan: str  # "torch 2.7.1+cu128 and Python 3.11"
+    url: str | None  # None: the release builds no wheel for it
+    builds: str  # what the release builds (flash_attn_builds)
+    source: str
+
+
+def flash_attn_for_lock(
+    version: str, torch: str | None, variant: str | None, python: str
+) -> FlashAttnWheel | None:
+    """What flash-attn ``version``'s GitHub release builds for a lock's torch (``2.7.1``, ``cu128``) and
+    Python; None when abi.toml does not record the release or the lock installs no torch."""
+    data = load_abi_data()
+    try:
+        i = _row(data.flash_attn, Version(version))
+        release = Version(torch) if torch else None
+    except InvalidVersion:
+        return None
+    if i < 0 or release is None:
+        return None
+    row = data.flash_attn[i]
+    backend, accel = _accel(variant)
+    label = f"torch {torch}" + (f"+{variant}" if variant else "")
+    plan = _Plan(
+        label=label,
+        torch=release,
+        series=f"{release.major}.{release.minor}",
+        variant=variant,
+        backend=backend,
+        accel=accel,
+        abi=_plan_abi(data, release, variant),
+        python=python,
+    )
+    return FlashAttnWheel(
+        plan=f"{label} and Python {python}",
+        url=flash_attn_wheel(data, row, plan),
+        builds=flash_attn_builds(row),
+        source=flash_attn_source(row),
+    )
+
+
 def _flash_attn_pin(
     out: Findings, data: AbiData, plan: _Plan, line: RequirementLine, version: Version
 ) -> None:
@@ -187,28 +260,19 @@ def _flash_attn_pin(
     head = (
         f"{line.origin}: flash-attn {version} has no wheel on PyPI (source only, and its build imports torch)"
     )
-    if (
-        plan.backend == "cuda"
-        and plan.abi is not None
-        and _covers(row, plan.series, plan.accel[0], plan.python, plan.abi)
-    ):
-        url = data.flash_attn_url.format(
-            version=row.version,
-            cuda=plan.accel[0],
-            torch=plan.series,
-            abi=_flag(plan.abi),
-            python="cp" + plan.python.replace(".", ""),
-        )
+    url = flash_attn_wheel(data, row, plan)
+    if url is not None:
         out.info(
             "I-ABI-WHEEL-URL",
             f"{head}; its GitHub release builds one for {plan.label} and Python {plan.python}: write "
             f"'flash-attn @ {url}'",
+            source=flash_attn_source(row),
         )
         return
-    cuda = ", ".join(str(c) for c in row.cuda)
     out.info(
         "I-ABI-WHEEL-URL",
         f"{head}, and its GitHub release builds none for {plan.label} with Python {plan.python} (it builds "
-        f"torch {', '.join(row.torch)} with CUDA {cuda}, Python {row.python[0]} to {row.python[-1]}): pick "
-        "a torch and Python it covers, or a direct wheel URL built for this plan",
+        f"{flash_attn_builds(row)}): pick a torch and Python it covers, or a direct wheel URL built for "
+        "this plan",
+        source=flash_attn_source(row),
     )
