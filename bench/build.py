@@ -4,6 +4,9 @@ Prints: the cold build time (``--no-cache``), the warm rebuild with nothing chan
 when only ``app/`` changed, the image size next to a naive single-stage Dockerfile installing
 the same packages from the same wheelhouse, and the rebuild proof's costs: writing a build record
 (``docker save`` stream -> every path's sha256) and comparing two records (``envbuild image diff``).
+Then, on arrival: ``envbuild validate --image`` on the built image, each run in a fresh container as a
+renter's is (the extensions stage's time, and the whole run's), and the compilers the final image
+carries (issue 27 item 6: the stage at most 5 s on 2 CPUs, no compiler unless asked for).
 Images are tagged with a random suffix and removed.
 
     PIP_RETRIES=0 .venv/bin/python bench/build.py [--base-image envbuild/debian:12] [--keep]
@@ -80,6 +83,56 @@ def timed_record(client: object, tag: str, bundle: Path, base: str, results: lis
         f"{size_mb(client, tag):.0f} MB image, from the docker save stream)"
     )
     return record
+
+
+def on_arrival(tag: str, results: list[str], runs: int = 2) -> None:
+    """``envbuild validate --image`` ``runs`` times (a fresh container each), and the compilers on PATH."""
+    import json
+
+    for i in range(runs):
+        with tempfile.TemporaryDirectory(prefix="envbuild-bench-validate-") as out:
+            started = time.monotonic()
+            proc = subprocess.run(
+                [sys.executable, "-m", "envbuild", "validate", "--image", tag, "--out", out, "--json"],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            wall = time.monotonic() - started
+        try:
+            report = json.loads(proc.stdout)["report"]
+        except (ValueError, KeyError):
+            results.append(
+                f"validate --image run {i + 1}: no report (exit {proc.returncode}): {proc.stderr[-300:]}"
+            )
+            continue
+        ext = next((s for s in report["stages"] if s["stage"] == "extensions"), None)
+        parts = ", ".join(
+            f"{p['name']} {p['status']} ({p.get('source', '-')})"
+            for p in (ext or {}).get("facts", {}).get("parts", [])
+        )
+        verdict = "ok" if report["ok"] else "FAILED"
+        results.append(
+            f"{'validate --image, run ' + str(i + 1):<34} {wall:8.1f} s   ({verdict}; "
+            f"extensions stage {ext['duration_s'] if ext else float('nan'):.2f} s: {parts})"
+        )
+    probe = subprocess.run(
+        [
+            "docker",
+            "run",
+            "--rm",
+            "--entrypoint",
+            "bash",
+            tag,
+            "-c",
+            "for c in cc gcc g++ c++ nvcc ninja; do command -v $c; done; true",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    found = " ".join(probe.stdout.split()) or "none"
+    results.append(f"{'compilers in the final image':<34} {found}")
 
 
 def main() -> int:
@@ -170,7 +223,11 @@ def main() -> int:
                 results.append(
                     f"{'image size, ' + label:<34} {size:8.0f} MB   ({layers(client, name)} layers)"
                 )
-            results.append(f"{'saved':<34} {naive - ours:8.0f} MB   ({100 * (naive - ours) / naive:.0f} %)")
+            results.append(
+                f"{'saved':<34} {naive - ours:8.0f} MB   ({100 * (naive - ours) / naive:.0f} %; "
+                f"{ours / naive:.2f}x the naive image)"
+            )
+            on_arrival(tag, results)
         finally:
             if not args.keep:
                 for name in (tag, naive_tag):

@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/validate.py [--python PATH] [--repeat N]
     .venv/bin/python bench/validate.py --performance SECONDS   # the performance stage alone (issue 28)
+    .venv/bin/python bench/validate.py --arrival [--repeat N]  # the extensions stage on arrival (issue 27)
 
 The lock is the one ``envbuild render`` writes for the built-in ``pytorch-cpu`` profile, fitted to
 the interpreter under test (its python_executable, and declared packages it does not carry dropped),
@@ -11,6 +12,11 @@ in the same interpreter, for reference: it is what people run today, and it chec
 The cache (XDG_CACHE_HOME) is a fresh folder: a first, cold run builds the C++ extension into it;
 the runs timed after it are second runs on the same machine, which load the built extension.  Goal
 (issue 24 item 7): a second full run takes at most 2.5x collect_env.
+
+``--arrival`` times the extensions stage as a renter meets it, each run with an empty cache (a fresh
+container): with the ops compiled on arrival (a lock without ops built with the image, as before issue
+27), and with the ops built the way the image's builder stage builds them (``envbuild-probe-ops.py``,
+timed too) and only loaded and run.  Goal (issue 27 item 6): at most 5 s on 2 CPUs.
 """
 
 from __future__ import annotations
@@ -92,6 +98,39 @@ def performance(python: str, budget: float) -> int:
     return 0 if stage.status == "passed" else 1
 
 
+def arrival(python: str, repeat: int) -> int:
+    """The extensions stage with an empty cache each run: compiled on arrival, then built beforehand."""
+    from dataclasses import replace
+
+    from envbuild.validate import run_validation
+    from envbuild.validate.probe import PROBES_DIR
+
+    def stage_seconds(lock: Any, root: Path, label: str) -> list[float]:
+        times = []
+        for i in range(repeat):
+            os.environ["XDG_CACHE_HOME"] = str(root / f"cache-{label}-{i}")  # empty: a fresh container
+            report, _ = run_validation(lock, python=python, out=root / f"{label}-{i}", stages=["extensions"])
+            stage = report.stage("extensions")
+            assert stage.status == "passed", stage.facts
+            times.append(stage.duration_s)
+        return times
+
+    with tempfile.TemporaryDirectory(prefix="envbuild-bench-") as tmp:
+        root = Path(tmp)
+        lock = bench_lock(python, root)
+        before = replace(lock, probe_ops=(), compile_extensions=True)  # what a lock said before issue 27
+        compiled = stage_seconds(before, root, "compiled")
+        start = time.perf_counter()
+        subprocess.run([python, str(PROBES_DIR / "_probe_ops.py"), "build", str(root / "ops")], check=True)
+        built = time.perf_counter() - start
+        loaded = stage_seconds(replace(lock, probe_ops_dir=str(root / "ops")), root, "image")
+    print(f"the extensions stage on arrival, empty cache each run ({python}, {os.cpu_count()} CPUs)")
+    print(f"  compiled on arrival       median {median(compiled):6.2f} s  (runs: {compiled})")
+    print(f"  built beforehand          {built:6.2f} s  (envbuild-probe-ops.py, as in the builder stage)")
+    print(f"  built with the image      median {median(loaded):6.2f} s  (runs: {loaded}; goal <= 5 s)")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--python", default=sys.executable)
@@ -99,7 +138,10 @@ def main() -> int:
     parser.add_argument(
         "--performance", type=float, metavar="SECONDS", help="time the performance stage with this budget"
     )
+    parser.add_argument("--arrival", action="store_true", help="time the extensions stage on arrival")
     args = parser.parse_args()
+    if args.arrival:
+        return arrival(args.python, args.repeat)
     if args.performance is not None:
         return performance(args.python, args.performance)
 

@@ -159,6 +159,24 @@ fi
 section "render $PROFILE"
 envbuild render "$PROFILE" --force --out "$WORK/bundle" || { echo "gpu-check: render failed" >&2; exit 2; }
 LOCK="$WORK/bundle/envbuild.lock.json"
+# The validator's probe ops as the image's builder stage builds them (the bundle's envbuild-probe-ops.py,
+# nvcc, the ordered card's arch only): validate then loads these, and compile_extensions compiles them
+# here too.  No ops in the lock (the dry-run profile has no torch): nothing to build.
+OPS_DIR=""
+if [ -f "$WORK/bundle/envbuild-probe-ops.py" ]; then
+  section "probe ops, built as in the builder stage"
+  gpu_args=()
+  if "$PY" -c 'import json,sys; sys.exit("cuda" not in json.load(open(sys.argv[1]))["probe_ops"])' "$LOCK"; then
+    gpu_args=(--gpu cuda --require-gpu)
+  fi
+  archs="$("$PY" -c 'import json,sys; print(";".join(a[3:-1]+"."+a[-1] for a in json.load(open(sys.argv[1]))["required_archs"] if a.startswith("sm_")))' "$LOCK")"
+  if TORCH_CUDA_ARCH_LIST="$archs" "$PY" "$WORK/bundle/envbuild-probe-ops.py" build "$WORK/probe-ops" "${gpu_args[@]}"; then
+    OPS_DIR="$WORK/probe-ops"
+  else
+    echo "gpu-check: the probe ops did not build (validate compiles them instead)" >&2
+  fi
+fi
+export OPS_DIR
 # The lock names the image's interpreter (/opt/venv/bin/python), which does not exist on a bare host:
 # point python_executable at the interpreter under test (nothing else changes), so that the
 # interpreter stage compares the lock with the environment actually validated here.
@@ -171,6 +189,8 @@ with open(path, encoding="utf-8") as fh:
 # the interpreter stage compares the parent of bin/ with sys.prefix.
 named = os.path.join(sys.prefix, "bin", os.path.basename(sys.executable))
 lock["python_executable"] = named if os.path.isfile(named) else sys.executable
+if os.environ.get("OPS_DIR"):
+    lock["probe_ops_dir"] = os.environ["OPS_DIR"]  # the ops built above, as the image would hold them
 with open(path, "w", encoding="utf-8") as fh:
     json.dump(lock, fh, indent=2, sort_keys=True)
     fh.write("\n")

@@ -129,4 +129,4 @@ def test_models_are_frozen_keyword_only_dataclasses_that_pickle() -> None:
     with pytest.raises(ValueError, match="must not be empty"):
         replace(Inner(name="x"), name="")  # a copy is checked as a new one is
     profile = Profile(name="p", kind="ubuntu", path="builtin:p", sha256="0" * 64)
-    assert profile.base.os == "ubuntu24.04" and profile.validate_.compile_extensions
+    assert profile.base.os == "ubuntu24.04" and profile.validate_.probe_ops

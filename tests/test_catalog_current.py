@@ -141,7 +141,10 @@ def test_rocm_6_1_on_mi300x_without_base_os_chooses_the_os_with_the_image(tmp_pa
     )
     result = _check(tmp_path, text)
     assert result.ok, result.findings
-    assert (result.plan.os, result.plan.base_image) == ("ubuntu22.04", "rocm/dev-ubuntu-22.04:6.1-complete")
+    assert (result.plan.os, result.plan.base_image) == ("ubuntu22.04", "rocm/dev-ubuntu-22.04:6.1")
+    # the validator's HIP op compiles in the builder stage, on the -complete image (hipcc)
+    assert result.plan.builder_image == "rocm/dev-ubuntu-22.04:6.1-complete"
+    assert result.plan.probe_ops == ("cpp", "rocm")
     message = _finding(result, "I-OS-DERIVED")
     assert "ubuntu22.04" in message and "ROCm 6.1" in message and "ubuntu24.04" in message
 

@@ -7,7 +7,7 @@ removed afterwards.
 
 1. ``pytorch-cpu`` rendered, locked (every distribution pinned with its sha256), fetched, built in
    hash mode on the local Debian 12 base; ``validate --image`` passes every applicable stage,
-   including the C++ extension and the checkpoint round trip.
+   including the C++ op built with the image (no compiler in it) and the checkpoint round trip.
 2. A derived image with another sympy (a dependency of torch, inside torch's ``sympy>=1.13.3``)
    fails at ``packages``, naming sympy, both versions and that torch required it.
 3. The ``ubuntu`` preparation on the local base (see ``test_ubuntu_preparation_on_the_local_base``).
@@ -156,7 +156,14 @@ def test_pytorch_cpu_validates_inside_the_image(pytorch_cpu: Built, tmp_path: Pa
     assert packages["lock_resolved"] is True and packages["compared"] == "distributions"
     assert packages["locked_count"] == len(lock["distributions"]) and not packages["differences"]
     parts = {p["name"]: p for p in status["extensions"]["facts"]["parts"]}
-    assert parts["cpp_op"]["status"] == "passed"  # compiled with g++ inside the image and run
+    # compiled in the builder stage, imported and run here with no compiler (the structure test checks
+    # there is none), in the warm worker
+    op = parts["cpp_op"]
+    assert op["status"] == "passed" and op["source"] == "image", op
+    assert op["path"] == "/opt/envbuild-probe-ops/envbuild_probe_cpp_image.so"
+    assert status["extensions"]["facts"]["process"] == "warm worker"
+    ops_step = log.split("envbuild-probe-ops.py", 1)[1]
+    assert "envbuild-probe-ops: cpp op built in" in ops_step or "Using cache" in ops_step
     verify = envbuild("report", "verify", run)
     assert verify.returncode == 0, verify.stdout + verify.stderr
 

@@ -36,6 +36,8 @@ def profile(
     blender: str | None = None,
     devices: tuple[str, ...] = (),
     compile_extensions: bool = False,
+    probe_ops: bool = True,
+    torch_compile: bool = False,
     image: str | None = None,
     kind: str = "pytorch",
 ) -> Profile:
@@ -50,6 +52,8 @@ def profile(
         "torch": TorchSpec(version=torch, packages=companions),
         "resources": ResourcesSpec(gpu_memory_gib=memory, gpus=gpus),
         "blender": BlenderSpec(version=blender, devices=devices),  # type: ignore[arg-type]
-        "validate_": ValidateSpec(compile_extensions=compile_extensions),
+        "validate_": ValidateSpec(
+            compile_extensions=compile_extensions, probe_ops=probe_ops, torch_compile=torch_compile
+        ),
     }
     return Profile(**data)

@@ -62,7 +62,8 @@ def test_a_parent_file_is_named_with_its_name_and_file(tmp_path: Path) -> None:
     (tmp_path / "shared" / "base.toml").write_text(
         'name = "team-base"\nkind = "pytorch"\n[base]\nos = "ubuntu24.04"\n'
         '[accelerator]\nbackend = "cuda"\nversion = "11.8"\ntargets = ["h100"]\n'
-        '[python]\nversion = "3.12"\n[torch]\nversion = "2.7"\n',
+        '[python]\nversion = "3.12"\n[torch]\nversion = "2.7"\n'
+        "[validate]\ncompile_extensions = true\n",  # nvcc in the final image: the devel image is needed
         encoding="utf-8",
     )
     child = tmp_path / "train.toml"
@@ -74,7 +75,8 @@ def test_a_parent_file_is_named_with_its_name_and_file(tmp_path: Path) -> None:
     (base,) = _messages(result, "E-BASE-UNAVAILABLE")
     assert f'base.os = "ubuntu24.04" {note}' in base and "set base.os to one of" in base
     # the same OS written in the child itself: named, not inherited
-    child.write_text(child.read_text() + '[base]\nos = "ubuntu24.04"\n', encoding="utf-8")
+    own_keys = '[base]\nos = "ubuntu24.04"\n[validate]\ncompile_extensions = true\n'
+    child.write_text(child.read_text() + own_keys, encoding="utf-8")
     (own,) = _messages(check(load_profile(child)), "E-BASE-UNAVAILABLE")
     assert '(base.os = "ubuntu24.04"; the image exists for ubuntu22.04)' in own and "inherited" not in own
 

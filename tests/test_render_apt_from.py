@@ -32,7 +32,12 @@ RECORDED = {
 def test_unpinned_packages_take_the_recorded_versions(tmp_path: Path) -> None:
     record = write_record(tmp_path / "build-x.record.json", RECORDED)
     out = tmp_path / "b"
-    proc = envbuild("render", "pytorch-cpu", "--apt-from", record, "--out", out)
+    profile = tmp_path / "p.toml"  # the toolchain kept in the final image, so the record has it
+    profile.write_text(
+        'name = "p"\nextends = "pytorch-cpu"\n\n[app]\nsource = "."\n'
+        "\n[validate]\ncompile_extensions = true\n"
+    )
+    proc = envbuild("render", profile, "--apt-from", record, "--out", out)
     assert proc.returncode == 0, proc.stderr
     assert "6 package(s) pinned" in proc.stdout
     # python3.11 is in the final image but not in this record: named, left unpinned

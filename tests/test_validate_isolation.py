@@ -16,7 +16,7 @@ from envbuild.validate.probe import PROBES_DIR
 # bpy and _cycles: Blender's own modules, inside the Blender binary or the bpy wheel under test
 UNDER_TEST = {"torch", "triton", "flash_attn", "xformers", "bitsandbytes", "ninja", "bpy", "_cycles"}
 OPTIONAL_HELPERS = {"packaging", "pip"}  # used when the environment under test has them, else a fallback
-LOCAL = {"_probe_common", "_extension_build"}
+LOCAL = {"_probe_common", "_extension_build", "_probe_ops"}
 
 
 def _imports(path: Path) -> set[str]:

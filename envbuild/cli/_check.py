@@ -116,7 +116,8 @@ def _print_human(result: CheckResult, *, verbose: bool = False, hardware: str | 
         ("arch list", " ".join(plan.torch_arch_list) or "-"),
         ("required archs", " ".join(plan.required_archs) or "-"),
         ("min driver", plan.min_driver or "-"),
-        ("compiles", "yes" if plan.compiles else "no"),
+        ("probe ops", ", ".join(plan.probe_ops) + " (built with the image)" if plan.probe_ops else "-"),
+        ("compiler in image", _compiler_row(plan)),
         ("apt", " ".join(plan.apt)),
     ]
     if plan.blender_version:
@@ -210,3 +211,12 @@ def check_cmd(
     else:
         _print_human(result, verbose=verbose, hardware=hardware)
     sys.exit(EXIT_OK if result.ok else EXIT_FINDINGS)
+
+
+def _compiler_row(plan: Plan) -> str:
+    """Whether the final image carries a compiler, and why (a renter downloads it)."""
+    if plan.compiles:
+        return "yes: a toolchain (validate.compile_extensions, or a requirement built from source)"
+    if plan.profile.validate_.torch_compile:
+        return "g++ and Python's headers (validate.torch_compile)"
+    return "no"

@@ -90,6 +90,8 @@ def plan_changes(before: Plan, after: Plan) -> list[str]:
         ("min driver", before.min_driver or "-", after.min_driver or "-"),
         ("arch list", " ".join(before.torch_arch_list) or "-", " ".join(after.torch_arch_list) or "-"),
         ("compiles", "yes" if before.compiles else "no", "yes" if after.compiles else "no"),
+        ("probe ops", " ".join(before.probe_ops) or "-", " ".join(after.probe_ops) or "-"),
+        ("builder image", before.builder_image or "-", after.builder_image or "-"),
     ]
     return [f"{what}: {a} -> {b}" for what, a, b in rows if a != b]
 

@@ -34,6 +34,7 @@ VENV_PATH_IN_IMAGE = "/opt/venv"
 PYTHON_IN_IMAGE = "/opt/venv/bin/python"
 TOOL_VENV_IN_IMAGE = "/opt/envbuild"  # envbuild itself, isolated from the user's venv
 WORKDIR_IN_IMAGE = "/workspace"
+PROBE_OPS_IN_IMAGE = "/opt/envbuild-probe-ops"  # the validator's ops, compiled in the builder stage
 IMAGE_USER = "envbuild"
 
 
@@ -158,7 +159,12 @@ class Lock:
     env: dict[str, str]  # secret-looking values are never stored
     checks: tuple[CheckSpec, ...]
     extensions: tuple[str, ...]
-    compile_extensions: bool
+    compile_extensions: bool  # also compile the probe ops on arrival (the image keeps a toolchain)
+    # The validator's ops the builder stage compiles ("cpp", and "cuda"/"rocm"), and where the final image
+    # holds them; () in a lock written before them (validate then compiles as compile_extensions says).
+    probe_ops: tuple[str, ...] = ()
+    probe_ops_dir: str = PROBE_OPS_IN_IMAGE
+    torch_compile: bool = False  # validate.torch_compile: run a small torch.compile on arrival
     checkpoint_dir: str
     workdir: str = WORKDIR_IN_IMAGE
     blender_version: str | None = None

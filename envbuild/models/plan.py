@@ -67,7 +67,7 @@ class Plan:
     torch_arch_list: tuple[str, ...]  # what the wheel carries: ("sm_75", ..., "sm_120+PTX")
     required_archs: tuple[str, ...]  # what the targets need
     min_driver: str | None  # NVIDIA Linux driver minimum for the variant
-    compiles: bool  # something is compiled in the image (toolchain present, devel base)
+    compiles: bool  # something is compiled in the final image (toolchain present, devel base)
     blender_version: str | None
     blender_url: str | None
     blender_sha256_url: str | None
@@ -85,6 +85,9 @@ class Plan:
     # [python] build_from_source on CUDA/ROCm: the builder stage's devel image (nvcc/hipcc); None: the
     # builder stage uses the base image
     builder_image: str | None = None
+    # The validator's ops compiled in the builder stage: "cpp", plus "cuda"/"rocm" where the builder has
+    # nvcc/hipcc (validate.probe_ops; torch in the plan).
+    probe_ops: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -106,7 +106,11 @@ class ValidateSpec:
     """Options for the on-arrival validator, declared with the profile."""
 
     extensions: tuple[str, ...] = ()  # extension packages to import and smoke-test (flash_attn, ...)
-    compile_extensions: bool = True  # compile+run a custom op; needs a toolchain in the image
+    # The validator's own C++ op (and CUDA/HIP op on a GPU backend), compiled in the image's builder
+    # stage against its torch and run on arrival with no compiler.
+    probe_ops: bool = True
+    compile_extensions: bool = False  # also compile the ops on arrival: the final image keeps a toolchain
+    torch_compile: bool = False  # the workload uses torch.compile: keep a C compiler, run one on arrival
     checkpoint_dir: str = "runs/envbuild-checkpoint"  # relative to the workdir
 
 

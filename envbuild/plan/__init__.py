@@ -28,8 +28,11 @@ Decisions (documented here, tested in tests/test_plan_*.py and tests/test_compat
   ``6.3.x`` selects rocm6.3 and ``6.2`` selects rocm6.2.4 (an info names what was used).
 * requirement lines whose PEP 508 marker is false on the image (CPython X.Y, Linux x86_64) are
   skipped by the wheel-tag, torch-family and hash checks, as pip skips them.
-* ``compiles`` is true when torch is declared and ``validate.compile_extensions`` is on, or when a
+* ``compiles`` (a toolchain in the final image) is true when torch is in the plan and
+  ``validate.compile_extensions`` asks to compile the validator's probe ops on arrival, or when a
   requirement must be built (VCS URL, sdist URL, ``--no-binary``); it selects the devel/complete base.
+  The probe ops themselves are compiled in the builder stage (:mod:`envbuild.plan.builder_image`).
+  ``validate.torch_compile`` keeps a C compiler (g++, Python's headers) in the final image only.
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ from envbuild.plan import (
     toolkit,
 )
 from envbuild.plan.blender import check_blender
-from envbuild.plan.builder_image import builder_image
+from envbuild.plan.builder_image import builder_stage, torch_planned
 from envbuild.plan.context import Context, setting
 from envbuild.plan.findings import Findings
 from envbuild.plan.resolved import ResolvedTorch, ServedTorch
@@ -141,7 +144,7 @@ def check(
     if ctx.patch is None and ctx.toolkit is None and ctx.rocm is None:  # no torch, or one the catalog lacks
         toolkit.resolve_toolkit_without_torch(ctx, out)
     builds, vcs = packages.check_requirement_urls(ctx, out)
-    ctx.compiles = builds or (ctx.patch is not None and profile.validate_.compile_extensions)
+    ctx.compiles = builds or (torch_planned(ctx) and profile.validate_.compile_extensions)
     pins.resolve_pins(ctx, out)
     check_nvidia_pins(ctx, out)
     packages.check_hash_mode(ctx, out)
@@ -154,7 +157,7 @@ def check(
     memory_lots.check_memory_and_lots(ctx, out)
     provision = environment.python_provision(ctx, out)
     image, flavor = environment.base_image(ctx, out)
-    builder = builder_image(ctx, flavor, out)
+    builder, probe_ops = builder_stage(ctx, flavor, out)
     environment.check_glibc(ctx, out)
     apt_sources, apt_snapshot_url = environment.apt_snapshot(ctx, out, flavor, provision)
     blender_version, blender_url, blender_sha = check_blender(ctx, out)
@@ -188,6 +191,7 @@ def check(
         base_image=image,
         base_flavor=flavor,
         builder_image=builder,
+        probe_ops=probe_ops,
         python_version=profile.python.version,
         python_provision=provision,
         backend=profile.accelerator.backend,

@@ -310,6 +310,8 @@ def apt_packages(ctx: Context, provision: str, *, vcs: bool) -> tuple[str, ...]:
         pkgs |= {"g++", dev}
         if ctx.patch is not None:
             pkgs.add("ninja-build")
+    elif ctx.profile.validate_.torch_compile:  # Inductor's C++ (CPU) and Triton's launcher (GPU) compile
+        pkgs |= {"g++", dev}
     if vcs:
         pkgs.add("git")
     if ctx.profile.blender.version:

@@ -112,7 +112,9 @@ CODES: dict[str, str] = {
     "I-ACCEL-PATCH": "accelerator.version names a patch; the wheel variant's own toolkit/ROCm image is used",
     "I-ARCH-COMPAT": "the card runs older same-major cubins",
     "I-BASE-DERIVED": "the base image chosen, and why: nothing heavier than the workload needs",
-    "I-BUILDER-DERIVED": "the builder stage's devel image for a source build; the final stage keeps the base",
+    "I-BUILDER-DERIVED": "the builder stage's devel image (a source build, the validator's GPU op); the "
+    "final stage keeps the base",
+    "I-PROBE-OPS-CPU-ONLY": "no devel image for the OS: only the validator's C++ probe op is built",
     "I-BASE-EXPLICIT": "base.image is used as given",
     "I-CARD-DEVICES": "a card presents as several devices (MI250X: 2 GCDs); gpus and memory count devices",
     "I-APT-SNAPSHOT": "apt reads the distribution's snapshot archive at the profile's instant",

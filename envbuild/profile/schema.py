@@ -112,6 +112,7 @@ def _number(kind: str, low: float, high: float, doc: str, *, strict_low: bool = 
     return Spec(kind, _range(low, high, strict_low=strict_low), doc=doc, bounds=(low, high))
 
 
+_SOURCE_DOC = "Distributions built from their sdist in the image's builder stage (e.g. 'flash-attn')."
 TOP: dict[str, Spec] = {
     "name": Spec("str", f.check_profile_name, doc="The profile's name; also the image name envbuild/<name>."),
     "kind": _choice(KIND_CHOICES, "kind", "The preparation: ubuntu, pytorch, blender or custom."),
@@ -136,13 +137,7 @@ TABLES: dict[str, dict[str, Spec]] = {
         "requirements": Spec(
             "list", f.check_rel_path, doc="requirements files, relative to this profile.", append=True
         ),
-        "build_from_source": Spec(
-            "list",
-            f.check_project_name,
-            unique=True,
-            doc="Distributions built from their sdist in the image's builder stage (e.g. 'flash-attn').",
-            append=True,
-        ),
+        "build_from_source": Spec("list", f.check_project_name, unique=True, append=True, doc=_SOURCE_DOC),
     },
     "torch": {
         "version": Spec(
@@ -185,7 +180,11 @@ TABLES: dict[str, dict[str, Spec]] = {
         "extensions": Spec(
             "list", f.check_module, doc="Modules with compiled extensions to smoke-test.", append=True
         ),
-        "compile_extensions": Spec("bool", doc="Compile and run a custom C++/CUDA op in validate."),
+        "probe_ops": Spec("bool", doc="Build validate's C++/CUDA op with the image; run it on arrival."),
+        "compile_extensions": Spec("bool", doc="Also compile that op on arrival (keeps a toolchain)."),
+        "torch_compile": Spec(
+            "bool", doc="The job uses torch.compile: keep a C compiler, try it on arrival."
+        ),
         "checkpoint_dir": Spec("str", f.check_rel_path, doc="Where validate's checkpoint round trip writes."),
     },
     "app": {

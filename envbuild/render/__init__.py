@@ -25,6 +25,7 @@ from envbuild.render.lockfile import lock_json, make_lock
 from envbuild.render.previous import KEEP_DIRS, was_resolved
 from envbuild.render.readme import render_readme
 from envbuild.render.requirements import render_requirements
+from envbuild.render.source_build import PROBE_OPS_SCRIPT, PROBE_OPS_SOURCE
 from envbuild.render.view import dockerfile_view
 
 __all__ = [
@@ -112,6 +113,8 @@ def _render_files(
         written[f"{folder}/.keep"] = b""
     if plan.profile.python.build_from_source:  # the Dockerfile copies it: wheels kept by `envbuild build`
         written["built-wheels/.keep"] = b""
+    if plan.probe_ops:  # the builder stage runs it: the validator's ops, compiled with the image
+        written[PROBE_OPS_SCRIPT] = PROBE_OPS_SOURCE.read_bytes()
     executable: set[str] = set()
     skipped: tuple[str, ...] = ()
     root = app_source(plan.profile)

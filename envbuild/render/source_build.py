@@ -15,8 +15,9 @@ with these variables set on its ``RUN`` line only (nothing reaches the final ima
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
-from envbuild.models import Plan
+from envbuild.models import PROBE_OPS_IN_IMAGE, Plan
 from envbuild.render.quote import sh
 
 # flash-attn's setup.py (2.7-2.8, ``get_max_jobs``/the MAX_JOBS comment): "each job's peak memory
@@ -80,9 +81,43 @@ def build_machine_jobs() -> int:
 
 
 def builder_packages(plan: Plan, apt: list[str]) -> list[str]:
-    """The builder stage's apt list: ``apt``, plus g++ and the Python headers for a source build."""
-    if not plan.profile.python.build_from_source:
+    """The builder stage's apt list: ``apt``, plus g++ and the Python headers for a source build or the
+    probe ops, and ninja (torch's ``load_inline`` builds with it) for the probe ops."""
+    if not (plan.profile.python.build_from_source or plan.probe_ops):
         return apt
     names = {p.split("=", 1)[0] for p in apt}
     dev = "python3-dev" if plan.python_provision == "base-image" else f"python{plan.python_version}-dev"
-    return sorted([*apt, *(p for p in ("g++", dev) if p not in names)])
+    extra = ["g++", dev, *(["ninja-build"] if plan.probe_ops else [])]
+    return sorted([*apt, *(p for p in extra if p not in names)])
+
+
+# --------------------------------------------------------------------------------------------------
+# The validator's probe ops (issue 27 item 5): compiled in the builder stage, run on arrival.
+
+PROBE_OPS_SCRIPT = "envbuild-probe-ops.py"  # its name in the bundle; the file is the probes' _probe_ops.py
+PROBE_OPS_SOURCE = Path(__file__).resolve().parent.parent / "validate" / "probes" / "_probe_ops.py"
+
+
+@dataclass(frozen=True)
+class ProbeOpsView:
+    folder: str  # where the final image holds them (the lock's probe_ops_dir)
+    args: str  # the build script's options after the folder: "--gpu cuda --require-gpu", or ""
+    env: tuple[tuple[str, str], ...]  # the arch list, set on the build's RUN line only
+    kinds: tuple[str, ...]
+
+
+def probe_ops_view(plan: Plan) -> ProbeOpsView | None:
+    if not plan.probe_ops:
+        return None
+    gpu = [k for k in plan.probe_ops if k != "cpp"]
+    args = ""
+    if gpu:  # on a devel base or builder image nvcc/hipcc must be there; an explicit base.image may lack it
+        required = plan.builder_image is not None or plan.base_flavor in ("cuda-devel", "rocm-complete")
+        args = f"--gpu {gpu[0]}" + (" --require-gpu" if required else "")
+    env = [(k, v) for k, v in arch_env(plan) if k != "FLASH_ATTN_CUDA_ARCHS" and v]
+    return ProbeOpsView(
+        folder=PROBE_OPS_IN_IMAGE,
+        args=args,
+        env=tuple((key, sh(value, f"probe ops {key}")) for key, value in env),
+        kinds=plan.probe_ops,
+    )

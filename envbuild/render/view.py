@@ -28,7 +28,13 @@ from envbuild.render.apt import apt_packages, runtime_packages
 from envbuild.render.constraints import constraint_value
 from envbuild.render.lockfile import checked_env
 from envbuild.render.quote import check_plain, docker_str, md, sh
-from envbuild.render.source_build import SourceBuildView, builder_packages, source_build_view
+from envbuild.render.source_build import (
+    ProbeOpsView,
+    SourceBuildView,
+    builder_packages,
+    probe_ops_view,
+    source_build_view,
+)
 
 _PYTHON_VERSION = re.compile(r"^3\.\d{1,2}$")
 _FILENAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
@@ -88,6 +94,7 @@ class DockerfileView:
     # Dockerfile-quoted default of ARG BUILDER_IMAGE: a source build's devel image on CUDA/ROCm (nvcc,
     # hipcc); None: the builder stage is on BASE_IMAGE
     builder_image: str | None = None
+    probe_ops: ProbeOpsView | None = None  # the validator's ops, compiled in the builder stage
     venv: str = VENV_PATH_IN_IMAGE
     tool_venv: str = TOOL_VENV_IN_IMAGE
     lock_path: str = LOCK_PATH_IN_IMAGE
@@ -181,6 +188,7 @@ def dockerfile_view(plan: Plan, command: str) -> DockerfileView:
         source_build=source_build_view(plan),
         builder_apt=tuple(sh(p, "system.apt") for p in builder_packages(plan, apt)),
         builder_image=docker_str(plan.builder_image, "builder image") if plan.builder_image else None,
+        probe_ops=probe_ops_view(plan),
     )
 
 

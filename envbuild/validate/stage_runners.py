@@ -120,21 +120,27 @@ def extension_cache_dir() -> str | None:
 
 def _extensions(ctx: StageContext) -> StageResult:
     cache = extension_cache_dir()
+    lock = ctx.lock
     args = {
-        "backend": ctx.lock.backend,
-        "compile": ctx.lock.compile_extensions,
-        "extensions": list(ctx.lock.extensions),
+        "backend": lock.backend,
+        "compile": lock.compile_extensions,
+        "ops": list(lock.probe_ops),
+        "ops_dir": lock.probe_ops_dir,
+        "torch_compile": lock.torch_compile,
+        "extensions": list(lock.extensions),
         "cache_dir": cache,
     }
-    # A second run on this machine: the ops are in the cache, so the warm worker (torch already
-    # imported) loads and runs them.  A build, or an extension package's smoke test, runs in a process
-    # of its own, beside the ladder.
+    # In the image the ops were built with it, and the warm worker (torch already imported) loads and
+    # runs them; elsewhere, a second run on this machine finds them in the cache.  A build, torch.compile
+    # or an extension package's smoke test runs in a process of its own, beside the ladder.
+    in_image = bool(lock.probe_ops) and (Path(lock.probe_ops_dir) / "ops.json").is_file()
+    compiles_here = lock.compile_extensions or (bool(lock.probe_ops) and not in_image)
     why_own = ""
-    if ctx.lock.extensions:
+    if lock.extensions:
         why_own = "the lock names extension packages (their smoke tests run apart)"
-    elif ctx.lock.compile_extensions and not (
-        cache and any(Path(cache).glob("envbuild_probe_*/envbuild_probe_*.so"))
-    ):
+    elif lock.torch_compile:
+        why_own = "validate.torch_compile compiles on arrival"
+    elif compiles_here and not (cache and any(Path(cache).glob("envbuild_probe_*/envbuild_probe_*.so"))):
         why_own = "no op is built in the cache yet"  # a first run: no need to wait for the worker
     if not why_own and ctx.use_worker and ctx.worker is not None:
         try:

@@ -1,6 +1,8 @@
 # mypy: disable-error-code="import-not-found,no-untyped-call"
-"""What the extensions probe builds (probe_extensions.py imports this beside it, after torch): the ops'
-sources, the cache key of everything a build depends on (:func:`build_key`), and the toolchain checks.
+"""What the extensions probe needs to build ops on arrival (probe_extensions.py imports this beside it,
+after torch): the Triton kernel's source, the cache key of everything a build depends on
+(:func:`build_key`), and the toolchain checks.  The ops' sources are in ``_probe_ops``, which also
+builds them with the image.
 
 Stateless: the warm worker keeps this module imported from one request to the next.  Like every probe
 file, it imports only the standard library and the packages under test.
@@ -17,36 +19,6 @@ import sysconfig
 
 import torch
 from _probe_common import error_text
-
-CPP_SOURCE = r"""
-#include <torch/extension.h>
-torch::Tensor axpb(torch::Tensor x, double a, double b) {
-  auto xc = x.contiguous().to(torch::kFloat64).cpu();
-  auto out = torch::empty_like(xc);
-  const double* src = xc.data_ptr<double>();
-  double* dst = out.data_ptr<double>();
-  for (int64_t i = 0; i < xc.numel(); ++i) dst[i] = a * src[i] + b;
-  return out;
-}
-"""
-
-CUDA_SOURCE = r"""
-#include <torch/extension.h>
-__global__ void axpb_kernel(const float* x, float* y, float a, float b, int64_t n) {
-  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = a * x[i] + b;
-}
-torch::Tensor axpb_gpu(torch::Tensor x, double a, double b) {
-  auto xc = x.contiguous();
-  auto y = torch::empty_like(xc);
-  int64_t n = xc.numel();
-  int threads = 256;
-  int blocks = (int)((n + threads - 1) / threads);
-  axpb_kernel<<<blocks, threads>>>(xc.data_ptr<float>(), y.data_ptr<float>(), (float)a, (float)b, n);
-  return y;
-}
-"""
-CUDA_DECL = "torch::Tensor axpb_gpu(torch::Tensor x, double a, double b);"
 
 TRITON_SOURCE = """
 import triton

@@ -1,18 +1,26 @@
 # mypy: disable-error-code="import-not-found,no-untyped-call"
-"""Probe: compile *and run* custom ops (C++; CUDA/HIP on GPU locks), a Triton kernel, extension imports.
+"""Probe: run custom ops (C++; CUDA/HIP on GPU locks), a Triton kernel, torch.compile, extension imports.
 
 Every part reports ``status`` (passed | failed | skipped), and on failure an ``error`` and a ``hint``.
 
-The compiled ops are cached with torch's own mechanism (``load_inline`` with a ``build_directory``):
-the validator passes ``cache_dir`` (``$XDG_CACHE_HOME/envbuild/torch-extensions``), and each op's name
-holds a hash of everything its build depends on (:func:`build_key`: torch's version and path, Python's
-ABI, the compiler's path and ``--version``, the flags and variables the build reads, the source), so
-a second run on the same machine loads the library ninja finds up to date, and any change builds
-afresh under a new name.  The op is still run and its numbers checked every time.  A cache folder
-that is not this user's alone (or cannot be made) is not used: the build then goes to a temporary
-folder, as it does without ``cache_dir``.  Each build in the cache holds an flock on ``<name>.flock``
-beside it, so two runs never build one op at once, and torch's own lock file, which a killed build
-leaves behind, is known to be stale and removed.
+**The ops built with the image** (``ops``: the lock's ``probe_ops``): the builder stage compiled them
+against the image's torch (``_probe_ops.py``) and the final image holds them in ``ops_dir``; they are
+imported and run, with no compiler.  Where ``ops_dir`` has no manifest (validate runs in a provider's
+environment, not in the image), they are compiled here on first run and cached, as below.
+``compile`` (``validate.compile_extensions``) compiles them on arrival as well.  ``torch_compile``
+(``validate.torch_compile``) runs a small ``torch.compile`` through Inductor (C++ on the CPU, Triton on
+a GPU), with Inductor's cache beside the ops' (``cache_dir``/inductor).
+
+The ops compiled on arrival are cached with torch's own mechanism (``load_inline`` with a
+``build_directory``): the validator passes ``cache_dir`` (``$XDG_CACHE_HOME/envbuild/torch-
+extensions``), and each op's name holds a hash of everything its build depends on (:func:`build_key`:
+torch's version and path, Python's ABI, the compiler's path and ``--version``, the flags and variables
+the build reads, the source), so a second run on the same machine loads the library ninja finds up to
+date, and any change builds afresh under a new name. The op is still run and its numbers checked every
+time. A cache folder that is not this user's alone (or cannot be made) is not used: the build then goes
+to a temporary folder, as it does without ``cache_dir``. Each build in the cache holds an flock on
+``<name>.flock`` beside it, so two runs never build one op at once, and torch's own lock file, which a
+killed build leaves behind, is known to be stale and removed.
 
 With ``cached_only`` (the validator runs the probe in its warm worker, which has imported torch
 already) nothing is compiled: an op that is not in the cache makes the probe emit ``needs_build``, and
@@ -38,23 +46,20 @@ from _probe_common import emit, error_text, read_args
 args = read_args()
 backend: str = args.get("backend", "cpu")
 compile_ops: bool = bool(args.get("compile", True))
+image_ops: list[str] = [str(k) for k in args.get("ops", [])]
+ops_dir: str = str(args.get("ops_dir", ""))
+run_torch_compile: bool = bool(args.get("torch_compile", False))
 packages: list[str] = list(args.get("extensions", []))
 cache_arg: str | None = args.get("cache_dir")
 # In the warm worker (the run's torch process): use only ops already in the cache; emit needs_build
 # instead of compiling, and the validator runs this probe in a process of its own.
 cached_only: bool = bool(args.get("cached_only", False))
 parts: list[dict[str, Any]] = []
+REBUILD = "rebuild the image from its bundle (envbuild build)"
 
 import torch  # noqa: E402
-from _extension_build import (  # noqa: E402
-    CPP_SOURCE,
-    CUDA_DECL,
-    CUDA_SOURCE,
-    TRITON_SOURCE,
-    build_cause,
-    build_key,
-    toolchain_missing,
-)
+from _extension_build import TRITON_SOURCE, build_cause, build_key, toolchain_missing  # noqa: E402
+from _probe_ops import NotBuilt, NotUsable, gpu_compiler, load_prebuilt, op_sources, read_manifest  # noqa: E402
 
 
 def cache_folder() -> tuple[str | None, str]:
@@ -136,72 +141,139 @@ def check_numbers(name: str, got: Any, x: Any, start: float, **info: Any) -> Non
     part(name, status, max_error=err, tolerance=tol, seconds=seconds, **info, **extra)
 
 
-def cpp_op(build_root: str) -> None:
-    missing = toolchain_missing()
-    if missing:
-        part(
-            "cpp_op",
-            "failed",
-            error="cannot compile a C++ extension: missing " + ", ".join(missing),
-            hint="install the toolchain in the image (apt: g++ python3-dev ninja-build) or set "
-            "validate.compile_extensions = false in the profile",
-        )
-        return
-    start = time.perf_counter()
-    cxx = os.environ.get("CXX", "c++")
-    try:
-        mod, cache = load_op(
-            "cpp", build_root, shutil.which(cxx) or cxx, cpp_sources=CPP_SOURCE, functions=["axpb"]
-        )
+def op_name(kind: str) -> str:
+    return "cpp_op" if kind == "cpp" else f"{kind}_op"
+
+
+def run_op(kind: str, mod: Any, start: float, name: str, **info: Any) -> None:
+    if kind == "cpp":
         x = torch.randn(4096)
-        check_numbers("cpp_op", mod.axpb(x, 2.5, 0.5), x, start, **cache)
+        check_numbers(name, mod.axpb(x, 2.5, 0.5), x, start, **info)
+        return
+    x = torch.randn(1 << 20, device="cuda")
+    y = mod.axpb_gpu(x, 2.5, 0.5)
+    torch.cuda.synchronize()
+    check_numbers(name, y, x, start, **info)
+
+
+def image_op(kind: str, manifest: dict[str, Any]) -> None:
+    """Import and run the op the image's builder stage compiled: no compiler needed."""
+    start = time.perf_counter()
+    try:
+        mod, info = load_prebuilt(ops_dir, manifest, kind)
+    except NotBuilt as exc:
+        part(op_name(kind), "skipped", reason=str(exc))
+        return
+    except NotUsable as exc:
+        part(op_name(kind), "failed", error=str(exc), hint=REBUILD)
+        return
+    except Exception as exc:
+        part(op_name(kind), "failed", error=f"the image's {kind} op does not load: {error_text(exc)}")
+        return
+    try:
+        run_op(kind, mod, start, op_name(kind), **info)
+    except Exception as exc:
+        part(op_name(kind), "failed", error=f"the image's {kind} op failed: {error_text(exc)}", **info)
+
+
+def compiled_op(kind: str, build_root: str, name: str, note: str) -> None:
+    """Compile the op here (cached: see load_op) and run it."""
+    extra = {"note": note} if note else {}
+    if kind == "cpp":
+        missing = toolchain_missing()
+        if missing:
+            part(
+                name,
+                "failed",
+                error="cannot compile a C++ extension: missing " + ", ".join(missing),
+                hint="install the toolchain (apt: g++ python3-dev ninja-build), validate in the image built "
+                "from the bundle (its op is built there), or set validate.probe_ops = false",
+                **extra,
+            )
+            return
+        cxx = os.environ.get("CXX", "c++")
+        compiler = shutil.which(cxx) or cxx
+    else:
+        found = gpu_compiler(kind)
+        if not found:
+            tool = "hipcc" if kind == "rocm" else "nvcc"
+            part(
+                name,
+                "failed",
+                error=f"cannot compile a {kind.upper()} extension: {tool} not found on PATH",
+                hint="use a -devel base image (nvidia/cuda:*-devel, rocm/dev-*-complete), validate in the "
+                "image built from the bundle, or set validate.probe_ops = false",
+                **extra,
+            )
+            return
+        compiler = found
+    start = time.perf_counter()
+    try:
+        mod, cache = load_op(kind, build_root, compiler, **op_sources(kind))
+        run_op(kind, mod, start, name, compiler=compiler, source="compiled here", **cache, **extra)
     except NeedsBuild:
         raise
     except Exception as exc:
         part(
-            "cpp_op",
+            name,
             "failed",
-            error=f"C++ extension failed: {build_cause(exc)}",
+            error=f"{'C++' if kind == 'cpp' else kind.upper()} extension failed: {build_cause(exc)}",
             hint="the compiler output is in the part's detail",
             detail=str(exc)[-1500:],
+            **extra,
         )
 
 
-def gpu_op(build_root: str) -> None:
-    compiler = "hipcc" if backend == "rocm" else "nvcc"
-    # Where torch.utils.cpp_extension looks too: $CUDA_HOME / $ROCM_HOME, then the default install prefix.
-    home = os.environ.get("ROCM_HOME" if backend == "rocm" else "CUDA_HOME") or (
-        "/opt/rocm" if backend == "rocm" else "/usr/local/cuda"
-    )
-    found = shutil.which(compiler) or shutil.which(os.path.join(home, "bin", compiler))
-    if not found:
-        part(
-            f"{backend}_op",
-            "failed",
-            error=f"cannot compile a {backend.upper()} extension: {compiler} not found on PATH",
-            hint="use a -devel base image (nvidia/cuda:*-devel, rocm/dev-*) "
-            "or set validate.compile_extensions = false",
-        )
+def ops(root: str) -> None:
+    """The image's ops where it has them, else compiled here; with ``compile``, compiled here too."""
+    gpu = [backend] if backend in ("cuda", "rocm") else []
+    kinds = [k for k in ("cpp", *gpu) if k in image_ops or compile_ops]
+    if not kinds:
+        why = "validate.probe_ops and validate.compile_extensions are false in the lock"
+        part("cpp_op", "skipped", reason=why)
         return
+    manifest: dict[str, Any] | None = None
+    note = ""
+    if image_ops:
+        try:
+            manifest = read_manifest(ops_dir)
+        except NotUsable as exc:
+            part("probe_ops", "failed", error=str(exc), hint=REBUILD)
+            return
+        if manifest is None:
+            note = f"no ops built with the image in {ops_dir} (not the image built from this bundle)"
+    for kind in kinds:
+        if kind in image_ops and manifest is not None:
+            image_op(kind, manifest)
+            if compile_ops:
+                compiled_op(kind, root, f"{op_name(kind)}_compiled", "")
+        else:
+            compiled_op(kind, root, op_name(kind), note)
+
+
+def torch_compile_part() -> None:
+    """A small function through torch.compile's default backend (Inductor): C++ on the CPU, Triton on
+    a GPU; its numbers checked against eager."""
+    if cache_arg:
+        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(cache_arg, "inductor"))
+    gpu = backend in ("cuda", "rocm") and torch.cuda.is_available()
     start = time.perf_counter()
     try:
-        mod, cache = load_op(
-            backend,
-            build_root,
-            found,
-            cpp_sources=CUDA_DECL,
-            cuda_sources=CUDA_SOURCE,
-            functions=["axpb_gpu"],
-        )
-        x = torch.randn(1 << 20, device="cuda")
-        y = mod.axpb_gpu(x, 2.5, 0.5)
-        torch.cuda.synchronize()
-        check_numbers(f"{backend}_op", y, x, start, compiler=found, **cache)
-    except NeedsBuild:
-        raise
+        fn = torch.compile(lambda t: 2.5 * t + 0.5, fullgraph=True)
+        x = torch.randn(4096, device="cuda" if gpu else "cpu")
+        y = fn(x)
+        if gpu:
+            torch.cuda.synchronize()
+        check_numbers("torch_compile", y, x, start, device=str(x.device))
     except Exception as exc:
-        error = f"{backend.upper()} extension failed: {build_cause(exc)}"
-        part(f"{backend}_op", "failed", error=error, detail=str(exc)[-1500:])
+        part(
+            "torch_compile",
+            "failed",
+            error=f"torch.compile failed: {build_cause(exc)}",
+            hint="torch.compile needs a C compiler at run time (Inductor's C++ on the CPU, Triton's launcher "
+            "on a GPU): validate.torch_compile = true keeps g++ and Python's headers in the image",
+            detail=str(exc)[-1500:],
+        )
 
 
 def triton_kernel(build_root: str) -> None:
@@ -272,12 +344,9 @@ def smoke(module_name: str) -> None:
 
 
 def run_parts(root: str) -> None:
-    if not compile_ops:
-        part("cpp_op", "skipped", reason="validate.compile_extensions is false in the lock")
-    else:
-        cpp_op(root)
-        if backend in ("cuda", "rocm"):
-            gpu_op(root)
+    ops(root)
+    if run_torch_compile:
+        torch_compile_part()
     if backend in ("cuda", "rocm") and "triton" not in [p.replace("-", "_") for p in packages]:
         if importlib.util.find_spec("triton") is not None:
             triton_kernel(root)

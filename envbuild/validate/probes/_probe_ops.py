@@ -1,0 +1,236 @@
+# mypy: disable-error-code="import-not-found,no-untyped-call"
+"""The validator's probe ops: their sources, their build in the image's builder stage, and loading them.
+
+The ops are tiny ``torch.utils.cpp_extension`` modules: ``axpb`` (C++, on the CPU) and ``axpb_gpu`` (a
+CUDA kernel; hipified by torch on ROCm).  They prove that code compiled against the environment's torch
+loads and computes right numbers, which is what a user's own extensions (flash-attn, ...) need.
+
+**Built with the image** (issue 27 item 5).  The bundle carries this file as ``envbuild-probe-ops.py``;
+the builder stage runs it with the venv's Python after the locked torch is installed::
+
+    python envbuild-probe-ops.py build /opt/envbuild-probe-ops --gpu cuda --require-gpu
+
+It compiles each op with torch's own ``load_inline`` (ninja, the builder's compiler, the arch list the
+Dockerfile sets: the ordered cards' only), copies each module to the folder and writes ``ops.json``:
+torch's version, Python's, the arch list, and each module's file and sha256.  The final stage copies
+the folder, not the compiler.  Nothing timed or random goes into it, and the build folder is fixed
+(``__FILE__`` lands in the module), so two builds of one bundle give the same bytes.
+
+**On arrival** :func:`load_prebuilt` checks the folder against the running torch (a venv changed after
+the build gets "built against torch A, this environment has B") and each module's sha256, then imports
+it with importlib: no compiler is needed.
+
+Standard library and torch only: the probes import it beside them (``_extension_build.py``), and the
+builder stage runs it on its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+from typing import Any
+
+FORMAT = "envbuild.probe-ops/1"
+MANIFEST = "ops.json"
+BUILD_ROOT = "/tmp/envbuild/probe-ops-build"  # fixed: the path is compiled into the module (__FILE__)
+ARCH_VARIABLES = ("TORCH_CUDA_ARCH_LIST", "PYTORCH_ROCM_ARCH")
+
+CPP_SOURCE = r"""
+#include <torch/extension.h>
+torch::Tensor axpb(torch::Tensor x, double a, double b) {
+  auto xc = x.contiguous().to(torch::kFloat64).cpu();
+  auto out = torch::empty_like(xc);
+  const double* src = xc.data_ptr<double>();
+  double* dst = out.data_ptr<double>();
+  for (int64_t i = 0; i < xc.numel(); ++i) dst[i] = a * src[i] + b;
+  return out;
+}
+"""
+
+CUDA_SOURCE = r"""
+#include <torch/extension.h>
+__global__ void axpb_kernel(const float* x, float* y, float a, float b, int64_t n) {
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + b;
+}
+torch::Tensor axpb_gpu(torch::Tensor x, double a, double b) {
+  auto xc = x.contiguous();
+  auto y = torch::empty_like(xc);
+  int64_t n = xc.numel();
+  int threads = 256;
+  int blocks = (int)((n + threads - 1) / threads);
+  axpb_kernel<<<blocks, threads>>>(xc.data_ptr<float>(), y.data_ptr<float>(), (float)a, (float)b, n);
+  return y;
+}
+"""
+CUDA_DECL = "torch::Tensor axpb_gpu(torch::Tensor x, double a, double b);"
+
+
+def op_sources(kind: str) -> dict[str, Any]:
+    """``load_inline``'s source arguments for op ``kind`` ("cpp", "cuda" or "rocm")."""
+    if kind == "cpp":
+        return {"cpp_sources": CPP_SOURCE, "functions": ["axpb"]}
+    return {"cpp_sources": CUDA_DECL, "cuda_sources": CUDA_SOURCE, "functions": ["axpb_gpu"]}
+
+
+def gpu_compiler(kind: str) -> str | None:
+    """nvcc / hipcc where torch.utils.cpp_extension looks: PATH, then $CUDA_HOME / $ROCM_HOME, then the
+    default install prefix."""
+    name = "hipcc" if kind == "rocm" else "nvcc"
+    home = os.environ.get("ROCM_HOME" if kind == "rocm" else "CUDA_HOME") or (
+        "/opt/rocm" if kind == "rocm" else "/usr/local/cuda"
+    )
+    return shutil.which(name) or shutil.which(os.path.join(home, "bin", name))
+
+
+def _first_line(argv: list[str]) -> str:
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"unknown ({type(exc).__name__})"
+    lines = [s.strip() for s in (out.stdout or out.stderr).splitlines() if s.strip()]
+    if not lines:
+        return "unknown"
+    return lines[-1] if argv[0].endswith("nvcc") else lines[0]  # nvcc's last line names the release
+
+
+def sha256_of(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def module_name(kind: str) -> str:
+    return f"envbuild_probe_{kind}_image"
+
+
+def torch_identity() -> dict[str, str]:
+    import torch
+
+    return {"torch": torch.__version__, "torch_git": str(getattr(torch.version, "git_version", ""))}
+
+
+def build(folder: str, gpu: str | None, require_gpu: bool) -> dict[str, Any]:
+    """Compile the ops into ``folder`` and write its manifest; returns the manifest."""
+    from torch.utils.cpp_extension import load_inline
+
+    os.makedirs(folder, exist_ok=True)
+    ops: dict[str, dict[str, str]] = {}
+    for kind in ["cpp", *([gpu] if gpu else [])]:
+        compiler = os.environ.get("CXX", "c++") if kind == "cpp" else gpu_compiler(kind)
+        if compiler is None:
+            why = f"{'hipcc' if kind == 'rocm' else 'nvcc'} is not in the builder stage's image"
+            if require_gpu:
+                raise SystemExit(f"envbuild-probe-ops: cannot build the {kind} op: {why}")
+            ops[kind] = {"skipped": why}
+            print(f"envbuild-probe-ops: {kind} op not built: {why}", flush=True)
+            continue
+        name = module_name(kind)
+        where = os.path.join(BUILD_ROOT, kind)
+        shutil.rmtree(where, ignore_errors=True)
+        os.makedirs(where)
+        started = time.perf_counter()
+        built = os.path.join(where, f"{name}.so")
+        try:
+            load_inline(name=name, build_directory=where, verbose=True, **op_sources(kind))
+            loaded = ""
+        except (ImportError, OSError) as exc:  # built, but cannot be imported here (no GPU, no driver)
+            if not os.path.exists(built):
+                raise
+            loaded = f"; not imported in the builder ({type(exc).__name__}: {str(exc).splitlines()[0]})"
+        shutil.copyfile(built, os.path.join(folder, f"{name}.so"))
+        digest = sha256_of(built)
+        ops[kind] = {"file": f"{name}.so", "sha256": digest, "compiler": _first_line([compiler, "--version"])}
+        seconds = time.perf_counter() - started
+        print(f"envbuild-probe-ops: {kind} op built in {seconds:.1f} s (sha256 {digest}){loaded}", flush=True)
+    manifest = {
+        "format": FORMAT,
+        **torch_identity(),
+        "python": sys.version.split()[0],
+        "ext_suffix": str(sysconfig.get_config_var("EXT_SUFFIX")),
+        "archs": {k: os.environ[k] for k in ARCH_VARIABLES if os.environ.get(k)},
+        "ops": ops,
+    }
+    with open(os.path.join(folder, MANIFEST), "w", encoding="utf-8") as fh:
+        json.dump(manifest, fh, indent=2, sort_keys=True)
+        fh.write("\n")
+    shutil.rmtree(BUILD_ROOT, ignore_errors=True)
+    return manifest
+
+
+class NotUsable(Exception):
+    """The image's op cannot be used: the message says why, for the report."""
+
+
+class NotBuilt(NotUsable):
+    """The builder stage had no compiler for this op (an explicit base.image without nvcc/hipcc)."""
+
+
+def read_manifest(folder: str) -> dict[str, Any] | None:
+    """The folder's manifest, None when there is none (validate runs outside the image); raises
+    :class:`NotUsable` for a manifest that is not ours."""
+    path = os.path.join(folder, MANIFEST)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise NotUsable(f"{path}: cannot be read ({type(exc).__name__}: {exc})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("ops"), dict):
+        raise NotUsable(f"{path}: not an envbuild probe-ops manifest of format {FORMAT}")
+    return data
+
+
+def load_prebuilt(folder: str, manifest: dict[str, Any], kind: str) -> tuple[Any, dict[str, Any]]:
+    """Import the image's ``kind`` op; (module, facts).  Raises :class:`NotUsable` with the reason."""
+    entry = manifest["ops"].get(kind)
+    if not isinstance(entry, dict):
+        raise NotUsable(f"the image has no {kind} op ({os.path.join(folder, MANIFEST)} does not list it)")
+    if "skipped" in entry:
+        raise NotBuilt(f"the image's {kind} op was not built: {entry['skipped']}")
+    now = torch_identity()
+    if (manifest.get("torch"), manifest.get("torch_git")) != (now["torch"], now["torch_git"]):
+        raise NotUsable(
+            f"the image's {kind} op was built against torch {manifest.get('torch')}, and this environment "
+            f"has torch {now['torch']}: the venv changed after the image was built"
+        )
+    path = os.path.join(folder, str(entry.get("file", "")))
+    try:
+        digest = sha256_of(path)
+    except OSError as exc:
+        raise NotUsable(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if digest != entry.get("sha256"):
+        raise NotUsable(f"{path}: sha256 {digest} is not the {entry.get('sha256')} the build recorded")
+    spec = importlib.util.spec_from_file_location(module_name(kind), path)
+    if spec is None or spec.loader is None:
+        raise NotUsable(f"{path}: not a loadable extension module")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module, {"source": "image", "path": path, "compiler": entry.get("compiler", "")}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="Build envbuild's probe ops in the image's builder stage.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="compile the ops into FOLDER and write its ops.json")
+    b.add_argument("folder")
+    b.add_argument("--gpu", choices=("cuda", "rocm"), help="also build the GPU op with nvcc / hipcc")
+    b.add_argument("--require-gpu", action="store_true", help="fail when the GPU compiler is missing")
+    args = parser.parse_args()
+    build(args.folder, args.gpu, args.require_gpu)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,166 @@
+"""The validator's probe ops built with the image (issue 27 item 5): what the plan, the Dockerfile and
+the lock say, and how validate judges the image's ops folder.
+
+The ops are compiled for real in the docker lane (tests/test_e2e.py: the pytorch-cpu image, validated
+inside with no compiler; tests/structure/pytorch-cpu.yaml).  Here the folder's manifests are written
+by hand (said where) to reach each way the image's folder can be wrong without building anything; the
+CUDA/HIP op's build can only be rendered here (no devel image, no nvcc on these machines).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_plan_support import profile
+
+from envbuild.models import PROBE_OPS_IN_IMAGE
+from envbuild.plan import check
+from envbuild.render import render_files
+from envbuild.render.lockfile import make_lock
+from envbuild.validate.probe import PROBES_DIR, run_probe
+
+
+def _dockerfile(**kwargs: Any) -> str:
+    files, _ = render_files(check(profile(**kwargs)), "envbuild render")
+    return bytes(files["Dockerfile"]).decode()  # type: ignore[arg-type]
+
+
+def test_cuda_ops_compile_on_the_devel_builder_and_the_final_stage_stays_on_base() -> None:
+    result = check(profile(version="12.8", targets=("h100", "rtx4090")))
+    plan = result.plan
+    assert plan.probe_ops == ("cpp", "cuda") and not plan.compiles
+    assert plan.base_image == "nvidia/cuda:12.8.1-base-ubuntu24.04"
+    assert plan.builder_image == "nvidia/cuda:12.8.1-devel-ubuntu24.04"
+    assert not {"g++", "ninja-build", "python3-dev"} & set(plan.apt)  # the final stage's packages
+    (info,) = [f.message for f in result.findings if f.code == "I-BUILDER-DERIVED"]
+    assert "the validator's CUDA probe op is compiled there" in info
+    dockerfile = _dockerfile(version="12.8", targets=("h100", "rtx4090"))
+    run = next(line for line in dockerfile.splitlines() if "envbuild-probe-ops.py build" in line)
+    # the ordered cards' archs only; nvcc must be there (the devel image): a missing one fails the build
+    assert run.startswith("RUN TORCH_CUDA_ARCH_LIST='8.9;9.0' /opt/venv/bin/python")
+    assert run.endswith(f"build {PROBE_OPS_IN_IMAGE} --gpu cuda --require-gpu")
+    final = dockerfile.split("# ---- final:", 1)[1]
+    assert f"COPY --from=builder {PROBE_OPS_IN_IMAGE} {PROBE_OPS_IN_IMAGE}" in final
+    assert "g++" not in final and "ninja-build" not in final
+
+
+def test_without_a_devel_image_for_the_os_only_the_cpp_op_is_built() -> None:
+    result = check(profile(version="12.8", os="debian12", python="3.11"))
+    assert result.ok, result.findings
+    assert result.plan.probe_ops == ("cpp",) and result.plan.builder_image is None
+    (info,) = [f.message for f in result.findings if f.code == "I-PROBE-OPS-CPU-ONLY"]
+    assert "no CUDA 12.8" in info and "devel image for debian12" in info and "base.os = one of" in info
+
+
+def test_rocm_ops_compile_on_the_complete_image() -> None:
+    plan = check(profile(backend="rocm", targets=("mi300x",))).plan
+    assert plan.probe_ops == ("cpp", "rocm") and plan.base_flavor == "rocm-dev"
+    assert plan.builder_image is not None and plan.builder_image.endswith("-complete")
+
+
+def test_an_explicit_base_image_builds_the_gpu_op_only_where_nvcc_is_found() -> None:
+    dockerfile = _dockerfile(version="12.8", image="registry.example/cuda:custom")
+    run = next(line for line in dockerfile.splitlines() if "envbuild-probe-ops.py build" in line)
+    assert run.endswith("--gpu cuda")  # not --require-gpu: the manifest records a skip instead
+
+
+def test_probe_ops_off_builds_nothing_and_compile_extensions_keeps_the_toolchain() -> None:
+    off = check(profile(version="12.8", probe_ops=False)).plan
+    assert off.probe_ops == () and off.builder_image is None
+    files, _ = render_files(check(profile(version="12.8", probe_ops=False)), "envbuild render")
+    assert "envbuild-probe-ops.py" not in files and "probe-ops" not in bytes(files["Dockerfile"]).decode()  # type: ignore[arg-type]
+    both = check(profile(version="12.8", compile_extensions=True)).plan
+    assert both.compiles and both.base_flavor == "cuda-devel" and both.builder_image is None
+    assert both.probe_ops == ("cpp", "cuda")  # built with the image, and compiled on arrival too
+
+
+def test_torch_compile_keeps_a_c_compiler_in_the_final_image_only() -> None:
+    plan = check(profile(backend="cpu", targets=(), os="debian12", python="3.11", torch_compile=True)).plan
+    assert {"g++", "python3-dev"} <= set(plan.apt) and "ninja-build" not in plan.apt
+    assert not plan.compiles
+    lock = make_lock(plan)
+    assert lock.torch_compile and lock.probe_ops == ("cpp",) and lock.probe_ops_dir == PROBE_OPS_IN_IMAGE
+
+
+def test_no_torch_no_ops() -> None:
+    plan = check(profile(kind="ubuntu", torch=None, backend="cpu", targets=())).plan
+    assert plan.probe_ops == ()
+
+
+# ---- validate against the image's folder (manifests written by hand below) -----------------------
+
+
+def _manifest(folder: Path, **update: Any) -> Path:
+    """A hand-written ops.json with this venv's torch; ``update`` breaks it one way."""
+    import torch
+
+    folder.mkdir(parents=True, exist_ok=True)
+    op = folder / "envbuild_probe_cpp_image.so"
+    op.write_bytes(b"not a module")  # never imported: every case below stops before
+    data = {
+        "format": "envbuild.probe-ops/1",
+        "torch": torch.__version__,
+        "torch_git": str(torch.version.git_version),
+        "ops": {"cpp": {"file": op.name, "sha256": "0" * 64, "compiler": "c++"}},
+        **update,
+    }
+    (folder / "ops.json").write_text(json.dumps(data))
+    return folder
+
+
+def _parts(folder: Path, **args: Any) -> dict[str, dict[str, Any]]:
+    base = {"backend": "cpu", "compile": False, "ops": ["cpp"], "ops_dir": str(folder), "extensions": []}
+    result = run_probe(sys.executable, "extensions", {**base, **args}, 300)
+    assert result.outcome == "ok", result.stderr_tail
+    return {p["name"]: p for p in result.data["parts"]}
+
+
+@pytest.fixture(scope="module")
+def ops_module() -> Any:
+    sys.path.insert(0, str(PROBES_DIR))
+    try:
+        import _probe_ops
+
+        yield _probe_ops
+    finally:
+        sys.path.remove(str(PROBES_DIR))
+
+
+def test_a_venv_changed_after_the_build_names_both_torch_versions(tmp_path: Path, ops_module: Any) -> None:
+    folder = _manifest(tmp_path / "ops", torch="2.12.0+cpu")
+    manifest = ops_module.read_manifest(str(folder))
+    with pytest.raises(ops_module.NotUsable, match=r"built against torch 2\.12\.0\+cpu, .* has torch 2\.13"):
+        ops_module.load_prebuilt(str(folder), manifest, "cpp")
+
+
+def test_a_module_whose_bytes_changed_is_not_loaded(tmp_path: Path, ops_module: Any) -> None:
+    folder = _manifest(tmp_path / "ops")
+    manifest = ops_module.read_manifest(str(folder))
+    with pytest.raises(
+        ops_module.NotUsable, match=r"sha256 [0-9a-f]{64} is not the 0{64} the build recorded"
+    ):
+        ops_module.load_prebuilt(str(folder), manifest, "cpp")
+
+
+def test_a_manifest_that_is_not_ours_is_refused(tmp_path: Path, ops_module: Any) -> None:
+    folder = _manifest(tmp_path / "ops", format="something/9")
+    with pytest.raises(ops_module.NotUsable, match="not an envbuild probe-ops manifest"):
+        ops_module.read_manifest(str(folder))
+    assert ops_module.read_manifest(str(tmp_path / "absent")) is None  # outside the image
+
+
+@pytest.mark.slow
+def test_the_probe_reports_each_case_as_a_part(tmp_path: Path) -> None:
+    """One probe process per case: a failed part with the reason and the rebuild hint; an op the builder
+    had no compiler for is skipped, not failed."""
+    changed = _parts(_manifest(tmp_path / "a", torch="2.12.0+cpu"))["cpp_op"]
+    assert changed["status"] == "failed" and "venv changed after the image was built" in changed["error"]
+    assert changed["hint"] == "rebuild the image from its bundle (envbuild build)"
+    no_nvcc = {"cuda": {"skipped": "nvcc is not in the builder stage's image"}}
+    folder = _manifest(tmp_path / "b", ops={"cpp": {}, **no_nvcc})
+    parts = _parts(folder, backend="cuda", ops=["cuda"])  # the CUDA op alone (this machine has no GPU)
+    assert parts["cuda_op"]["status"] == "skipped" and "nvcc is not in" in parts["cuda_op"]["reason"]
