@@ -28,6 +28,10 @@ GOLDEN = Path(__file__).parent / "golden"
 REPO = Path(__file__).resolve().parent.parent
 UPDATE = os.environ.get("ENVBUILD_UPDATE_GOLDEN") == "1"
 FIXTURES = {"pytorch-rocm": "tests/golden/_profiles/pytorch-rocm.toml"}
+# Bundle files that are verbatim copies of one of envbuild's own source files: the golden holds a line
+# naming the source instead of a copy (a rendered file that differs from its source keeps its bytes, and
+# the comparison shows the difference).
+VERBATIM = {"envbuild-probe-ops.py": "envbuild/validate/probes/_probe_ops.py"}
 
 CASES = [
     ("ubuntu", "cpu"),
@@ -61,8 +65,12 @@ def read_tree(path: Path) -> dict[str, bytes]:
     files = {}
     for item in sorted(path.rglob("*")):
         if item.is_file():
+            rel = item.relative_to(path).as_posix()
             data = item.read_bytes().replace(str(REPO).encode(), b"<repo>")
-            files[item.relative_to(path).as_posix()] = data
+            source = VERBATIM.get(rel)
+            if source is not None and data == (REPO / source).read_bytes():
+                data = f"<verbatim copy of {source}>\n".encode()
+            files[rel] = data
     return files
 
 

@@ -1,0 +1,1 @@
+<verbatim copy of envbuild/validate/probes/_probe_ops.py>
