@@ -6,7 +6,9 @@ through ``[validate] extensions``.
 
 The sdist (``eb-addop`` 1.0) is hand-written for this test: PKG-INFO 2.2 with a ``pyproject.toml``, so
 the resolver reads its dependencies without building it.  Its package runs its op once on import, so
-the validator's import of it runs the compiled code.
+the validator's import of it runs the compiled code.  A variant of it whose C++ does not compile
+(an undeclared identifier) makes ``envbuild build`` fail, naming the step, the compiler's first error
+and the full log.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import re
 import shutil
 import subprocess
 import sys
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +78,11 @@ assert add_one(torch.zeros(3)).tolist() == [1.0, 1.0, 1.0]
 """
 
 
-def make_addop(folder: Path) -> Path:
+# The same op with a deliberate compile error (an undeclared identifier), for the failing build.
+BROKEN_CPP = ADDOP_CPP.replace("return x + 1;", "return x + eb_not_declared;")
+
+
+def make_addop(folder: Path, cpp: str = ADDOP_CPP) -> Path:
     return make_sdist(
         folder,
         "eb-addop",
@@ -83,7 +90,7 @@ def make_addop(folder: Path) -> Path:
         setup_py=SETUP_PY,
         pyproject=PYPROJECT,
         requires=["torch"],
-        files={"csrc/addop.cpp": ADDOP_CPP, "eb_addop/__init__.py": INIT_PY, "MANIFEST.in": "graft csrc\n"},
+        files={"csrc/addop.cpp": cpp, "eb_addop/__init__.py": INIT_PY, "MANIFEST.in": "graft csrc\n"},
         metadata_version="2.2",
     )
 
@@ -248,11 +255,9 @@ def test_the_builder_reuses_a_built_wheel_only_for_the_same_key(tmp_path: Path) 
     assert "does not match its key record" in run("reuse", tmp_path / "fourth", "--cache", str(first))
 
 
-@pytest.mark.docker
-@pytest.mark.slow
-@pytest.mark.xdist_group("source-build")  # its own image: beside the pytorch-cpu lane, not after it
-def test_source_build_in_the_builder_stage_validates_in_the_image(docker_client: Any, tmp_path: Path) -> None:
-    make_addop(tmp_path / "index")
+def fetched_addop(tmp_path: Path, cpp: str = ADDOP_CPP) -> Path:
+    """The addop bundle rendered, locked and fetched (its wheelhouse holds the sdist)."""
+    make_addop(tmp_path / "index", cpp)
     bundle = tmp_path / "bundle"
     with serve_index(tmp_path / "index") as served:
         profile = write_profile(tmp_path / "profile", ["eb-addop"])
@@ -264,6 +269,14 @@ def test_source_build_in_the_builder_stage_validates_in_the_image(docker_client:
             proc = envbuild(*args)
             assert proc.returncode == 0, f"{args[0]}: {proc.stdout}{proc.stderr}"
     assert (bundle / "wheelhouse" / "eb_addop-1.0.tar.gz").is_file()
+    return bundle
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.xdist_group("source-build")  # its own image: beside the pytorch-cpu lane, not after it
+def test_source_build_in_the_builder_stage_validates_in_the_image(docker_client: Any, tmp_path: Path) -> None:
+    bundle = fetched_addop(tmp_path)
     with temporary_tag(docker_client, "addop") as tag:
         proc = envbuild("build", bundle, "--tag", tag, "--base-image", BASE_IMAGE, "--quiet")
         assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -304,6 +317,57 @@ def test_source_build_in_the_builder_stage_validates_in_the_image(docker_client:
     (house / built["file"]).write_bytes(b"changed")
     proc = envbuild("build", bundle, "--tag", "envbuild-test/never:built", "--quiet")
     assert proc.returncode == 1 and f"its key record {built['file']}.envbuild-key.json says" in proc.stderr
+
+
+def committed_images(log: str) -> list[str]:
+    """The images a build committed itself (steps not taken from the cache, FROM's image excluded),
+    newest first, read from its log."""
+    ids: list[str] = []
+    mine = False
+    for line in log.splitlines():
+        text = line.strip()
+        if step := re.match(r"Step \d+/\d+ : (\S+)", text):
+            mine = step.group(1).upper() != "FROM"
+        elif text == "---> Using cache":
+            mine = False
+        elif (m := re.fullmatch(r"---> ([0-9a-f]{12})", text)) and mine:
+            ids.append(m.group(1))
+    return ids[::-1]
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+# After the build above, in its group: the layers before `COPY wheelhouse/` come from the engine's cache;
+# the venv's install and the steps after it run again (the wheelhouse holds this variant's sdist).
+@pytest.mark.xdist_group("source-build")
+def test_a_failing_source_build_names_the_step_the_compiler_error_and_the_log(
+    docker_client: Any, tmp_path: Path
+) -> None:
+    """The same bundle with an undeclared identifier in the op's C++: `envbuild build` exits 1 naming
+    the source-build step, the compiler's first error (file:line:col) and the full log."""
+    bundle = fetched_addop(tmp_path, BROKEN_CPP)
+    with temporary_tag(docker_client, "addop-broken") as tag:
+        try:
+            proc = envbuild("build", bundle, "--tag", tag, "--base-image", BASE_IMAGE, "--quiet")
+        finally:
+            logs = list(bundle.glob("build-*.log"))
+            for image in committed_images(logs[0].read_text()) if logs else []:
+                with suppress(Exception):  # the layers this build made (the cached ones stay), untagged
+                    if not docker_client.images.get(image).tags:
+                        docker_client.images.remove(image, noprune=True)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    err = proc.stderr
+    # no traceback of envbuild's own (the quoted tail of pip's output, "  | ...", may hold pip's)
+    assert not [line for line in err.splitlines() if "Traceback" in line and not line.startswith("  | ")]
+    step = re.search(r"^envbuild: error: build failed at step \d+/\d+: (RUN export MAX_JOBS=.*)$", err, re.M)
+    assert step, err
+    assert "envbuild-source-build.py reuse" in step.group(1) and "pip wheel" in step.group(1), step.group(1)
+    first = re.search(r"^first compiler error: (\S*csrc/addop\.cpp:\d+:\d+: error: .*)$", err, re.M)
+    assert first and "eb_not_declared" in first.group(1), err
+    full = re.search(r"^full log: (.+)$", err, re.M)
+    assert full and Path(full.group(1)).is_file(), err
+    assert "eb_not_declared" in Path(full.group(1)).read_text()
+    assert not list((bundle / "built-wheels").glob("*.whl"))  # nothing built, nothing kept
 
 
 if __name__ == "__main__":  # pragma: no cover
