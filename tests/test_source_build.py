@@ -103,7 +103,7 @@ def write_profile(folder: Path, build_from_source: list[str]) -> Path:
     path.write_text(
         'name = "addop"\nkind = "pytorch"\nextends = "pytorch-cpu"\n'
         f'[python]\npackages = ["eb-addop==1.0"]\nbuild_from_source = {json.dumps(build_from_source)}\n'
-        '[validate]\nextensions = ["eb_addop"]\ncompile_extensions = false\n[app]\nsource = "pilot"\n',
+        '[validate]\nextensions = ["eb_addop"]\nprobe_ops = false\n[app]\nsource = "pilot"\n',
         encoding="utf-8",
     )
     return path
