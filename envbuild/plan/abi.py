@@ -41,7 +41,7 @@ from envbuild.plan.abi_data import (
     AbiData,
     load_abi_data,
 )
-from envbuild.plan.abi_releases import _check_release, _covers, _flash_attn_pin
+from envbuild.plan.abi_releases import _check_release, _flash_attn_pin, flash_attn_wheel
 from envbuild.plan.companion_pairing import FAMILY
 from envbuild.plan.context import Context
 from envbuild.plan.findings import Findings
@@ -173,10 +173,8 @@ def _flash_fix(data: AbiData, plan: _Plan, name: str, version: Version | None) -
     if name != "flash-attn":  # another project's naming: say what to look for, not flash-attn's tag
         return note, f"use a wheel of {name} built for torch {plan.series} and CUDA {plan.accel[0]}"
     cp = "cp" + plan.python.replace(".", "")
-    if release is not None and _covers(release, plan.series, plan.accel[0], plan.python, plan.abi):
-        url = data.flash_attn_url.format(
-            version=release.version, cuda=plan.accel[0], torch=plan.series, abi=_flag(plan.abi), python=cp
-        )
+    url = flash_attn_wheel(data, release, plan) if release is not None else None
+    if url is not None:
         return "", f"use the same release's wheel for this plan, {url}"
     tag = f"cu{plan.accel[0]}torch{plan.series}cxx11abi{_flag(plan.abi)}"
     wanted = f"use a {name} wheel built for torch {plan.series} and CUDA {plan.accel[0]} (+{tag}, {cp})"
