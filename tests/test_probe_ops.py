@@ -164,3 +164,29 @@ def test_the_probe_reports_each_case_as_a_part(tmp_path: Path) -> None:
     folder = _manifest(tmp_path / "b", ops={"cpp": {}, **no_nvcc})
     parts = _parts(folder, backend="cuda", ops=["cuda"])  # the CUDA op alone (this machine has no GPU)
     assert parts["cuda_op"]["status"] == "skipped" and "nvcc is not in" in parts["cuda_op"]["reason"]
+
+
+# ---- validate.torch_compile: a small torch.compile on arrival, for real --------------------------
+
+
+@pytest.mark.slow
+def test_torch_compile_runs_through_inductor_and_its_numbers_are_checked(tmp_path: Path) -> None:
+    """Inductor's C++ path on the CPU, with this machine's g++; its cache under the run's cache folder."""
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    parts = _parts(tmp_path / "absent", ops=[], torch_compile=True, cache_dir=str(cache))
+    part = parts["torch_compile"]
+    assert part["status"] == "passed" and part["device"] == "cpu", part
+    assert part["max_error"] <= part["tolerance"] == 1e-5
+    assert any((cache / "inductor").iterdir())  # the next run on this machine reuses it
+
+
+@pytest.mark.slow
+def test_torch_compile_without_a_compiler_fails_naming_the_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))  # Inductor compiles with $CXX
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))  # nothing cached to reuse
+    part = _parts(tmp_path / "absent", ops=[], torch_compile=True)["torch_compile"]
+    assert part["status"] == "failed" and part["error"].startswith("torch.compile failed:"), part
+    assert "validate.torch_compile = true keeps g++" in part["hint"]
