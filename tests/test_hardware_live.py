@@ -29,3 +29,12 @@ def test_no_vendor_tool_is_no_facts(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("PATH", str(tmp_path))
     assert live.amd_facts() is None
     assert live.nvml_facts() is None  # pynvml imports; nvmlInit fails without a driver
+
+
+def test_the_host_stage_driver_reads_nvml_through_nvidia_ml_py() -> None:
+    """validate/host.py's driver fact uses the same binding; without a driver it is (None, None), and
+    nothing is left initialised (a second call behaves the same)."""
+    from envbuild.validate.host import nvml_driver
+
+    assert nvml_driver() == (None, None)
+    assert nvml_driver() == (None, None)

@@ -1,11 +1,10 @@
 """Facts gathered by the validator itself (not in the interpreter under test): the vendor tools'
-outputs, the NVIDIA driver through NVML (ctypes, no pynvml), host memory.  Each raw output is kept
+outputs, the NVIDIA driver through NVML (nvidia-ml-py), host memory.  Each raw output is kept
 for the report's raw-facts files.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 import platform
 import shutil
@@ -49,22 +48,25 @@ def _run_tool(argv: list[str]) -> tuple[str | None, str | None]:
 
 
 def nvml_driver() -> tuple[str | None, int | None]:
-    """The NVIDIA driver version and device count from libnvidia-ml.so.1, or (None, None)."""
+    """The NVIDIA driver version and device count through NVML (``nvidia-ml-py``), or (None, None) where
+    it does not initialise (no driver, no GPU, libnvidia-ml.so.1 not mounted)."""
     try:
-        lib = ctypes.CDLL("libnvidia-ml.so.1")
-    except OSError:
+        import pynvml as nv
+    except ImportError:
         return None, None
     try:
-        if lib.nvmlInit_v2() != 0:
-            return None, None
-        buf = ctypes.create_string_buffer(96)
-        version = buf.value.decode() if lib.nvmlSystemGetDriverVersion(buf, 96) == 0 else None
-        count = ctypes.c_uint(0)
-        n = int(count.value) if lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) == 0 else None
-        lib.nvmlShutdown()
-        return version or None, n
-    except AttributeError:
+        nv.nvmlInit()
+    except nv.NVMLError:
         return None, None
+    try:
+        version = nv.nvmlSystemGetDriverVersion()
+        count = nv.nvmlDeviceGetCount()
+    except nv.NVMLError:
+        return None, None
+    finally:
+        nv.nvmlShutdown()
+    text = version.decode() if isinstance(version, bytes) else str(version)
+    return text or None, int(count)
 
 
 def collect_gpu_tools() -> GpuToolFacts:
