@@ -33,15 +33,20 @@ class SourceBuildView:
 
 
 def arch_env(plan: Plan) -> list[tuple[str, str]]:
-    """The arch-list variables for the plan's ordered cards (none on the CPU)."""
-    archs = sorted({c.arch for c in plan.targets if c.arch})
+    """torch's cpp_extension arch-list variable for the plan's ordered cards (none on the CPU)."""
     if plan.backend == "cuda":
-        numbers = [a.removeprefix("sm_") for a in archs if a.startswith("sm_")]
-        dotted = [f"{n[:-1]}.{n[-1]}" for n in numbers if n[:-1].isdigit()]
-        return [("TORCH_CUDA_ARCH_LIST", ";".join(dotted)), ("FLASH_ATTN_CUDA_ARCHS", ";".join(numbers))]
+        numbers = _sm_numbers(plan)
+        return [("TORCH_CUDA_ARCH_LIST", ";".join(f"{n[:-1]}.{n[-1]}" for n in numbers if n[:-1].isdigit()))]
     if plan.backend == "rocm":
+        archs = sorted({c.arch for c in plan.targets if c.arch})
         return [("PYTORCH_ROCM_ARCH", ";".join(a for a in archs if a.startswith("gfx")))]
     return []
+
+
+def _sm_numbers(plan: Plan) -> list[str]:
+    """The ordered cards' CUDA archs as numbers: sm_90 -> "90"."""
+    archs = sorted({c.arch for c in plan.targets if c.arch})
+    return [a.removeprefix("sm_") for a in archs if a.startswith("sm_")]
 
 
 def source_build_view(plan: Plan) -> SourceBuildView | None:
@@ -50,7 +55,8 @@ def source_build_view(plan: Plan) -> SourceBuildView | None:
     names = source_names(plan.profile)
     if not names:
         return None
-    pairs = [*arch_env(plan), ("FLASH_ATTENTION_FORCE_BUILD", "TRUE")]
+    flash = [("FLASH_ATTN_CUDA_ARCHS", ";".join(_sm_numbers(plan)))] if plan.backend == "cuda" else []
+    pairs = [*arch_env(plan), *flash, ("FLASH_ATTENTION_FORCE_BUILD", "TRUE")]
     return SourceBuildView(
         env=tuple((key, sh(value, f"build_from_source {key}")) for key, value in pairs if value),
         names=names,
@@ -111,10 +117,10 @@ def probe_ops_view(plan: Plan) -> ProbeOpsView | None:
         return None
     gpu = [k for k in plan.probe_ops if k != "cpp"]
     args = ""
-    if gpu:  # on a devel base or builder image nvcc/hipcc must be there; an explicit base.image may lack it
-        required = plan.builder_image is not None or plan.base_flavor in ("cuda-devel", "rocm-complete")
-        args = f"--gpu {gpu[0]}" + (" --require-gpu" if required else "")
-    env = [(k, v) for k, v in arch_env(plan) if k != "FLASH_ATTN_CUDA_ARCHS" and v]
+    if gpu:  # the plan lists the GPU op only where the builder has nvcc/hipcc, or on an explicit base.image
+        # (used as given: it may lack them, and the manifest then records the op as not built)
+        args = f"--gpu {gpu[0]}" + (" --require-gpu" if plan.base_flavor != "explicit" else "")
+    env = [(k, v) for k, v in arch_env(plan) if v]
     return ProbeOpsView(
         folder=PROBE_OPS_IN_IMAGE,
         args=args,
