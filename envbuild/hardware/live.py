@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from envbuild.errors import CaptureError
@@ -146,21 +147,33 @@ def _fabric_state(nv: Any, fabric: Any) -> str | None:
     return names.get(fabric.state, str(fabric.state))
 
 
-def nvml_facts() -> HardwareFacts | None:
+@contextmanager
+def nvml_session() -> Iterator[Any]:
+    """``pynvml``, initialised for the block and shut down after; None where NVML does not initialise
+    (no driver, no GPU, or libnvidia-ml.so.1 not mounted)."""
     try:
         import pynvml as nv
     except ImportError:
-        return None
+        yield None
+        return
     try:
         nv.nvmlInit()
     except nv.NVMLError:
-        return None  # no driver, no GPU, or libnvidia-ml.so.1 not mounted
+        yield None
+        return
     try:
+        yield nv
+    finally:
+        nv.nvmlShutdown()
+
+
+def nvml_facts() -> HardwareFacts | None:
+    with nvml_session() as nv:
+        if nv is None:
+            return None
         driver = nv.nvmlSystemGetDriverVersion()
         cuda = nv.nvmlSystemGetCudaDriverVersion_v2()
         devices = tuple(_nvml_device(nv, n) for n in range(nv.nvmlDeviceGetCount()))
-    finally:
-        nv.nvmlShutdown()
     return HardwareFacts(
         source="nvml",
         vendor="nvidia",

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 
+from envbuild.hardware.live import nvml_session
 from envbuild.validate.smi import (
     SmiParseError,
     SmiView,
@@ -50,21 +51,14 @@ def _run_tool(argv: list[str]) -> tuple[str | None, str | None]:
 def nvml_driver() -> tuple[str | None, int | None]:
     """The NVIDIA driver version and device count through NVML (``nvidia-ml-py``), or (None, None) where
     it does not initialise (no driver, no GPU, libnvidia-ml.so.1 not mounted)."""
-    try:
-        import pynvml as nv
-    except ImportError:
-        return None, None
-    try:
-        nv.nvmlInit()
-    except nv.NVMLError:
-        return None, None
-    try:
-        version = nv.nvmlSystemGetDriverVersion()
-        count = nv.nvmlDeviceGetCount()
-    except nv.NVMLError:
-        return None, None
-    finally:
-        nv.nvmlShutdown()
+    with nvml_session() as nv:
+        if nv is None:
+            return None, None
+        try:
+            version = nv.nvmlSystemGetDriverVersion()
+            count = nv.nvmlDeviceGetCount()
+        except nv.NVMLError:
+            return None, None
     text = version.decode() if isinstance(version, bytes) else str(version)
     return text or None, int(count)
 
