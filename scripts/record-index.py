@@ -23,7 +23,7 @@ import json
 import sys
 import urllib.error
 import urllib.request
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -91,7 +91,7 @@ def main() -> int:
                     (args.out / "pypi" / "files" / (candidate.filename + ".metadata")).write_bytes(body)
                     break
     record = {
-        "recorded_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "index": index,
         "command": "scripts/record-index.py " + " ".join(sys.argv[1:]),
         "kept": {k: list(v) for k, v in KEEP.items()},

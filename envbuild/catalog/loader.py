@@ -112,12 +112,7 @@ def load_data_file(path: Path, model: type[M]) -> M:
 
 def _validate(path: Path, raw: bytes, model: type[M]) -> M:
     """Parse and validate every row of ``path`` (whose bytes are ``raw``) as ``model``."""
-    import sys
-
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - exercised on 3.10 only
-        import tomli as tomllib
+    from envbuild.compat import tomllib
 
     # Decoded exactly as Path.read_text(encoding="utf-8") would (universal newlines).
     text = io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8").read()

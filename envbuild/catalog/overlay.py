@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
 
@@ -136,7 +136,7 @@ class OverlayState:
     def age_days(self, now: datetime | None = None) -> int | None:
         if self.overlay is None:
             return None
-        delta = (now or datetime.now(UTC)) - self.overlay.fetched_at
+        delta = (now or datetime.now(timezone.utc)) - self.overlay.fetched_at
         return max(0, delta.days)
 
 
@@ -171,7 +171,7 @@ def read(path: Path) -> Overlay:
         where = ".".join(str(p) for p in err["loc"]) or "(top level)"
         raise OverlayInvalid(f"{where}: {error_message(err)}") from None
     if overlay.fetched_at.tzinfo is None:
-        raise OverlayInvalid("fetched_at: no time zone (expected UTC)")
+        raise OverlayInvalid("fetched_at: no time zone (expected timezone.utc)")
     _check_strings(to_data(overlay), "")
     cache.store(path, Overlay, key, overlay)
     return overlay
@@ -238,7 +238,7 @@ def findings(
             )
         ]
     out: list[Finding] = []
-    fetched = state.overlay.fetched_at.astimezone(UTC)
+    fetched = state.overlay.fetched_at.astimezone(timezone.utc)
     age = state.age_days(now) or 0
     days = f"{age} day{'s' if age != 1 else ''}"
     when = f"the catalog overlay {state.path} (refreshed {fetched:%Y-%m-%d %H:%M} UTC, {days} old)"

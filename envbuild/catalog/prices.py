@@ -15,20 +15,15 @@ Its rows replace the built-in price of the same card and duration.  Every proble
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from envbuild.catalog import Catalog, load_catalog
 from envbuild.catalog.card_rows import check_date
+from envbuild.compat import tomllib
 from envbuild.errors import Issue, UsageError, choices
 from envbuild.models import CheckResult, LotPrice
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
 
 META = ("source", "date")
 

@@ -27,7 +27,7 @@ import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -330,7 +330,7 @@ def refresh(
     ]
     overlay = Overlay(
         format=1,
-        fetched_at=datetime.now(UTC),
+        fetched_at=datetime.now(timezone.utc),
         envbuild_version=__version__,
         indexes=tuple(indexes),
         torch=tuple(torch_rows),

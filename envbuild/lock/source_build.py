@@ -64,7 +64,7 @@ def _imports(setup_py: str) -> list[str]:
 
 def build_requirements(members: dict[str, str], project: str) -> list[str]:
     """What building the sdist whose ``setup.py``/``pyproject.toml`` are ``members`` needs."""
-    import tomllib
+    from envbuild.compat import tomllib
 
     wanted: list[str] = []
     if "pyproject.toml" in members:

@@ -18,11 +18,11 @@ import zipfile
 from dataclasses import dataclass
 from urllib.parse import urljoin
 
-import tomllib
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidSdistFilename, canonicalize_name, parse_sdist_filename
 from packaging.version import Version
 
+from envbuild.compat import tomllib
 from envbuild.lock.uv import Sources
 from envbuild.models import RequirementLine
 from envbuild.net import open_url, page_links

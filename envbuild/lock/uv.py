@@ -24,8 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import tomllib
-
+from envbuild.compat import tomllib
 from envbuild.errors import LockError
 from envbuild.lock.target import Target
 from envbuild.lockurls import is_local

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from envbuild.compat import tomllib
 from envbuild.errors import BundleError, Issue, ProfileError, UsageError, choices
 from envbuild.models import (
     AcceleratorSpec,
@@ -32,11 +32,6 @@ from envbuild.profile.merge import Merged, merge
 from envbuild.profile.paths import Place, PlaceError, builtin_place, root_place
 from envbuild.profile.schema import CHECK, TABLES, Spec, allowed_env_names, check_document
 from envbuild.resources import profiles_dir
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
 
 MAX_DEPTH = 16
 

@@ -15,8 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import tomllib
-
+from envbuild.compat import tomllib
 from envbuild.models import RequirementLine
 from envbuild.profile.pep508 import LineError, parse_requirement
 
