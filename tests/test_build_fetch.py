@@ -182,3 +182,39 @@ def test_wheels_follow_the_lock_python_not_the_host(tmp_path: Path) -> None:
     supported = image_tags((3, 12), "ubuntu24.04")
     for path in (bundle / "tools").glob("*.whl"):
         assert parse_wheel_filename(path.name)[3] & supported, path.name
+
+
+def test_an_uninstalled_checkouts_wheel_declares_what_pyproject_declares() -> None:
+    """The fallback METADATA (envbuild run from a checkout that pip never installed) is read from
+    pyproject.toml: it names every runtime dependency the installed distribution does (hatchling's
+    METADATA, built from the same file), extras aside."""
+    import importlib.metadata
+    from email.parser import Parser
+
+    from packaging.requirements import Requirement
+
+    from envbuild.image.selfwheel import checkout_metadata
+
+    text = checkout_metadata(Path(__file__).resolve().parent.parent / "pyproject.toml")
+    fallback = Parser().parsestr(text)
+    installed = importlib.metadata.metadata("envbuild")
+    assert (fallback["Name"], fallback["Version"], fallback["Requires-Python"]) == (
+        installed["Name"],
+        installed["Version"],
+        installed["Requires-Python"],
+    )
+    runtime = [
+        r
+        for r in map(Requirement, importlib.metadata.requires("envbuild") or [])
+        if "extra" not in str(r.marker)
+    ]
+    assert sorted(map(str, map(Requirement, fallback.get_all("Requires-Dist")))) == sorted(map(str, runtime))
+
+
+def test_a_checkout_without_a_project_table_is_a_build_error(tmp_path: Path) -> None:
+    from envbuild.errors import BuildError
+    from envbuild.image.selfwheel import checkout_metadata
+
+    (tmp_path / "pyproject.toml").write_text('[build-system]\nrequires = ["hatchling"]\n')
+    with pytest.raises(BuildError, match=r"no usable \[project\] table \(KeyError: 'project'\)"):
+        checkout_metadata(tmp_path / "pyproject.toml")

@@ -18,8 +18,12 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from packaging.requirements import InvalidRequirement, Requirement
+
 import envbuild
 from envbuild import __version__, resources
+from envbuild.compat import tomllib
+from envbuild.errors import BuildError
 
 _DATE = (1980, 1, 1, 0, 0, 0)
 _SKIP_DIRS = {"__pycache__", ".mypy_cache", ".pytest_cache"}
@@ -50,15 +54,33 @@ def _package_files() -> Iterator[tuple[str, Path]]:
 
 
 def _metadata() -> str:
+    """The installed distribution's METADATA; in a checkout that was never installed, the same fields
+    read from ``pyproject.toml`` beside the package (one source for the dependencies, not a copy)."""
     try:
         text = importlib.metadata.distribution("envbuild").read_text("METADATA")
     except importlib.metadata.PackageNotFoundError:
         text = None
     if text:
         return text if text.endswith("\n") else text + "\n"
-    requires = ["docker>=7.0", "jinja2>=3.1", "packaging>=23.0", "pydantic>=2.6", "rich>=13.0"]
-    lines = ["Metadata-Version: 2.1", "Name: envbuild", f"Version: {__version__}", "Requires-Python: >=3.10"]
-    lines += [f"Requires-Dist: {r}" for r in requires]
+    return checkout_metadata(Path(envbuild.__file__).resolve().parent.parent / "pyproject.toml")
+
+
+def checkout_metadata(pyproject: Path) -> str:
+    """Core metadata (name, version, Requires-Python, Requires-Dist) from ``pyproject``'s ``[project]``."""
+    try:
+        project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
+        lines = [
+            "Metadata-Version: 2.1",
+            f"Name: {project['name']}",
+            f"Version: {project['version']}",
+            f"Requires-Python: {project['requires-python']}",
+        ]
+        lines += [f"Requires-Dist: {Requirement(text)}" for text in project["dependencies"]]
+    except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError, InvalidRequirement) as exc:
+        raise BuildError(
+            f"envbuild's own wheel: envbuild is not installed, and {pyproject} gives no usable [project] "
+            f"table ({type(exc).__name__}: {exc}); install envbuild (pip install .) and run fetch again"
+        ) from None
     return "\n".join(lines) + "\n"
 
 
