@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from envbuild import atomic
 from envbuild.digest import sha256_file
 from envbuild.errors import BuildError, UsageError
 from envbuild.models import Lock
@@ -190,9 +191,7 @@ def fetch_blender(
 
 
 def _write_sums(path: Path, text: str) -> None:
-    part = path.with_name(path.name + ".part")
-    part.write_text(text, encoding="utf-8")
-    part.replace(path)
+    atomic.write_text(path, text)
 
 
 def record_sha256(bundle: Path, lock: Lock, sha256: str) -> Lock:

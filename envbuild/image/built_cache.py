@@ -16,7 +16,6 @@ the record's sha256 (the lock cannot hash a built wheel).
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import tarfile
@@ -25,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from envbuild import atomic
 from envbuild.built_key import RECORD_SUFFIX, read_record
 from envbuild.digest import sha256_file
 from envbuild.errors import BuildError, BundleError
@@ -108,10 +108,8 @@ def _unpack(spool: IO[bytes], folder: Path) -> list[str]:
                 continue
             source = archive.extractfile(member)
             assert source is not None  # a regular file
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".envbuild-")
-            with os.fdopen(fd, "wb") as out:
+            with atomic.writing(folder / name, mode=0o600) as out:  # mode: as tempfile.mkstemp made it
                 shutil.copyfileobj(source, out)
-            os.replace(tmp, folder / name)
             if name.endswith(".whl"):
                 wheels.append(name)
     return sorted(wheels)

@@ -21,7 +21,7 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 
 import envbuild
-from envbuild import __version__, resources
+from envbuild import __version__, atomic, resources
 from envbuild.compat import tomllib
 from envbuild.errors import BuildError
 
@@ -104,12 +104,13 @@ def build_self_wheel(dest: Path) -> Path:
     rows.writerow([f"{dist_info}/RECORD", "", ""])
     entries.append((f"{dist_info}/RECORD", record.getvalue().encode()))
     target = dest / f"envbuild-{__version__}-py3-none-any.whl"
-    tmp = target.with_name(target.name + ".part")
-    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+    with (
+        atomic.writing(target) as out,
+        zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as archive,
+    ):
         for name, data in entries:
             info = zipfile.ZipInfo(name, date_time=_DATE)
             info.external_attr = 0o644 << 16
             info.compress_type = zipfile.ZIP_DEFLATED
             archive.writestr(info, data)
-    tmp.replace(target)
     return target

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from envbuild import __version__
+from envbuild import __version__, atomic
 from envbuild.digest import sha256_file
 from envbuild.errors import BuildError
 from envbuild.models import Lock, LockedDistribution, RequirementLine
@@ -143,7 +143,5 @@ def fetch_tools(
     for stale in tools_dir.glob("*.whl"):
         if stale.name not in wanted:
             stale.unlink()
-    part = tools_dir / f".{REQUIREMENTS}.part"
-    part.write_text(tools_requirements(tools, lock), encoding="utf-8")
-    part.replace(tools_dir / REQUIREMENTS)
+    atomic.write_text(tools_dir / REQUIREMENTS, tools_requirements(tools, lock))
     return tools

@@ -14,6 +14,7 @@ import os
 import shutil
 from pathlib import Path
 
+from envbuild import atomic
 from envbuild.render.previous import _is_dir
 
 JOURNAL = "moves.json"  # in the .<name>.old-<suffix> folder: (from, to) of each entry moved into the new tree
@@ -26,12 +27,7 @@ def _old_for(out: Path, tmp: Path) -> Path:
 
 def _write_journal(old: Path, moves: list[tuple[str, str]]) -> None:
     """Record the moves about to be made, atomically (renamed into place) and durably, before any is made."""
-    part = old / f"{JOURNAL}.part"
-    with part.open("w", encoding="utf-8") as handle:
-        json.dump(moves, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.rename(part, old / JOURNAL)
+    atomic.write_text(old / JOURNAL, json.dumps(moves))
 
 
 def _read_journal(old: Path) -> list[tuple[str, str]]:
