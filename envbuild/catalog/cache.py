@@ -129,20 +129,14 @@ def load(path: Path, model: type[M], key: bytes) -> M | None:
 
 def store(path: Path, model: type[DataclassInstance], key: bytes, obj: DataclassInstance) -> None:
     """Write the slot atomically; any failure leaves the cache as it was and is not an error."""
-    import tempfile  # only when writing: a cache hit does not pay for it
+    from envbuild import atomic  # only when writing: a cache hit does not pay for it
 
     try:
         target = slot(path, model)
         target.parent.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         target.parent.mkdir(mode=0o700, exist_ok=True)
         blob = FORMAT + key + b"\n" + pickle.dumps(obj, protocol=PROTOCOL)
-        fd, tmp = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
     except Exception:  # an unwritable folder or an object that does not pickle: no cache, no error
         return
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(blob)
-        os.replace(tmp, target)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+    with contextlib.suppress(OSError):
+        atomic.write_bytes(target, blob, mode=0o600)  # private, as load() requires

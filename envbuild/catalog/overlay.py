@@ -25,7 +25,6 @@ Reading the overlay is one small JSON file; nothing here touches the network.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -199,18 +198,11 @@ def _check_strings(data: object, where: str) -> None:
 
 def write(path: Path, overlay: Overlay) -> None:
     """Write ``overlay`` to ``path`` atomically (a temporary file renamed into place)."""
-    import tempfile
+    from envbuild import atomic
 
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(to_data(overlay), indent=1, sort_keys=True) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic.write_text(path, text, mode=0o600)  # the mode tempfile.mkstemp gave it
 
 
 # ---- findings for check() ----------------------------------------------------------------------------

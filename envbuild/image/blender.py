@@ -20,7 +20,6 @@ names the file, the expected and the actual sha256, and nothing of it is kept.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -202,13 +201,9 @@ def record_sha256(bundle: Path, lock: Lock, sha256: str) -> Lock:
     if lock.blender_sha256 == sha256:
         return lock
     new = replace(lock, blender_sha256=sha256)
-    part = bundle / f".{LOCK_FILE}.part"
     try:
-        part.write_text(lock_json(new), encoding="utf-8")
-        part.chmod(0o644)
-        os.replace(part, bundle / LOCK_FILE)
+        atomic.write_text(bundle / LOCK_FILE, lock_json(new), mode=0o644)
     except OSError as exc:
-        part.unlink(missing_ok=True)
         raise BuildError(
             f"fetch: cannot record Blender's sha256 in {bundle / LOCK_FILE}: {exc.strerror or exc}; the "
             "tarball is fetched and checked. Free space and run `envbuild fetch` again"

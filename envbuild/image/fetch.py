@@ -20,13 +20,13 @@ without internet), checked the same way.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from envbuild import atomic
 from envbuild.digest import sha256_file
 from envbuild.errors import BuildError, BundleError
 from envbuild.image.blender import BlenderFetched, fetch_blender, record_sha256
@@ -75,13 +75,9 @@ def write_sha256sums(folder: Path, known: Mapping[str, str] | None = None) -> tu
     known = known or {}
     names = sorted(p.name for p in folder.glob("*.whl") if p.is_file())
     lines = [f"{known.get(name) or sha256_file(folder / name)}  {name}\n" for name in names]
-    tmp = folder / "SHA256SUMS.part"
     try:
-        tmp.write_text("".join(lines), encoding="utf-8")
-        tmp.replace(folder / "SHA256SUMS")
-    except OSError as exc:  # a full disk: no .part left behind, the previous SHA256SUMS kept
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
+        atomic.write_text(folder / "SHA256SUMS", "".join(lines))
+    except OSError as exc:  # a full disk: no temporary file left behind, the previous SHA256SUMS kept
         raise BuildError(
             f"fetch: cannot write {folder / 'SHA256SUMS'}: {exc.strerror or exc}; the files themselves "
             "are complete and checked. Free space and run `envbuild fetch` again"

@@ -20,11 +20,11 @@ Ownership (which dpkg package or Python distribution installed a path, from ``*.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from envbuild import atomic
 from envbuild.errors import BundleError
 
 FORMAT = 1
@@ -114,14 +114,10 @@ class Record:
 
     def write(self, path: Path) -> None:
         """Write atomically (a temporary file beside ``path``, then a rename)."""
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        text = json.dumps(self.as_json(), indent=None, separators=(",", ":"), sort_keys=True) + "\n"
         try:
-            with tmp.open("w", encoding="utf-8") as out:
-                json.dump(self.as_json(), out, indent=None, separators=(",", ":"), sort_keys=True)
-                out.write("\n")
-            os.replace(tmp, path)
+            atomic.write_text(path, text)
         except OSError as exc:
-            tmp.unlink(missing_ok=True)
             raise BundleError(f"{path}: cannot write the build record: {exc.strerror or exc}") from None
 
 

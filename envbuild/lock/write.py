@@ -15,12 +15,11 @@ file is on one, else the bundle's wheelhouse (``--no-index --find-links wheelhou
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
-from envbuild import __version__
+from envbuild import __version__, atomic
 from envbuild.lock.resolve import Resolved
 from envbuild.lock.source_files import installed, source_files
 from envbuild.lockurls import index_options, install_route
@@ -137,16 +136,6 @@ def write_locked(bundle: Path, lock: Lock, resolved: Resolved, extra: dict[str, 
     if readme is not None:  # the README's provider route says which route applies now
         files = {README: readme, **{name: data for name, data in files.items() if name != README}}
     check_generated(files)
-    parts: dict[str, Path] = {}
-    try:
-        for name, data in files.items():
-            part = bundle / f".{name}.part"
-            part.write_bytes(data)
-            part.chmod(0o644)
-            parts[name] = part
-        for name in files:  # the lock last (dicts keep insertion order)
-            os.replace(parts[name], bundle / name)
-    finally:
-        for part in parts.values():
-            part.unlink(missing_ok=True)
+    # every file written and fsynced first, then each renamed: the lock last (dicts keep insertion order)
+    atomic.write_many({bundle / name: data for name, data in files.items()}, mode=0o644)
     return new_lock
