@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from envbuild import __version__
+from envbuild import __version__, atomic
 
 USER_AGENT = f"envbuild/{__version__}"
 TIMEOUT_S = 60.0
@@ -92,11 +92,6 @@ class Cancelled(Exception):
     """A :func:`download` stopped because its ``cancel`` event was set (Ctrl-C); nothing was kept."""
 
 
-def part_path(dest: Path) -> Path:
-    """Where :func:`download` writes ``dest`` until it is whole (``NAME.part`` beside it)."""
-    return dest.with_name(dest.name + ".part")
-
-
 def download(
     url: str,
     dest: Path,
@@ -108,45 +103,23 @@ def download(
 
     ``update`` sees every chunk (a hash object's ``update``), so the caller checks bytes as they arrive.
     The body is read in chunks of at most :data:`CHUNK` bytes, each as soon as it arrives (``read1``),
-    and ``cancel`` is looked at between two chunks: once it is set, :class:`Cancelled` is raised and the
-    ``.part`` file removed.
+    and ``cancel`` is looked at between two chunks: once it is set, :class:`Cancelled` is raised.  The body
+    goes to a temporary file beside ``dest`` (:func:`envbuild.atomic.writing`), renamed onto ``dest`` once
+    whole and removed on any failure (a cancel included).
     """
-    part = part_path(dest)
     size = 0
-    try:
-        with open_url(url) as source, part.open("wb") as sink:
-            read: Callable[[int], bytes] = getattr(source, "read1", None) or source.read
-            while True:
-                if cancel is not None and cancel.is_set():
-                    raise Cancelled(f"{redact_url(url)}: download cancelled")
-                chunk = read(CHUNK)
-                if not chunk:
-                    break
-                sink.write(chunk)
-                size += len(chunk)
-                if update is not None:
-                    update(chunk)
+    with open_url(url) as source, atomic.writing(dest) as sink:
+        read: Callable[[int], bytes] = getattr(source, "read1", None) or source.read
+        while True:
+            if cancel is not None and cancel.is_set():
+                raise Cancelled(f"{redact_url(url)}: download cancelled")
+            chunk = read(CHUNK)
+            if not chunk:
+                break
+            sink.write(chunk)
+            size += len(chunk)
+            if update is not None:
+                update(chunk)
         if cancel is not None and cancel.is_set():
             raise Cancelled(f"{redact_url(url)}: download cancelled")
-        part.replace(dest)
-    finally:
-        if part.exists():
-            part.unlink()
     return size
-
-
-def page_links(html: str) -> list[str]:
-    """Every ``<a href>`` of an HTML page, in order (a PEP 503 simple-index page's file links)."""
-    from html.parser import HTMLParser
-
-    hrefs: list[str] = []
-
-    class Anchors(HTMLParser):
-        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-            if tag == "a" and (href := dict(attrs).get("href")):
-                hrefs.append(href)
-
-    parser = Anchors()
-    parser.feed(html)
-    parser.close()
-    return hrefs

@@ -2,8 +2,9 @@
 
 A real ``envbuild fetch`` runs in a subprocess against a loopback HTTP server that serves two locked
 files: one trickles (1 KiB every 20 ms of a 64 MB body), the other sends its headers and then nothing
-(a stalled server).  SIGINT is sent once both ``.part`` files exist.  The bundle is the tiny test bundle
-with a lock edited by hand to name those two files (their sha256 never matters: nothing completes).
+(a stalled server).  SIGINT is sent once both downloads' temporary files (``.NAME.<random>.tmp`` beside
+each wheel) exist.  The bundle is the tiny test bundle with a lock edited by hand to name those two files
+(their sha256 never matters: nothing completes).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from envbuild import atomic
 from tests.build_support import lock_by_hand
 
 TINY = Path(__file__).parent / "data" / "bundles" / "tiny"
@@ -92,7 +94,11 @@ def test_ctrl_c_stops_the_downloads_in_flight_and_removes_partial_files(
 ) -> None:
     bundle = _bundle(tmp_path, slow_server)
     house = bundle / "wheelhouse"
-    parts = [house / f"{name}-1.0-py3-none-any.whl.part" for name in ("trickle", "stall")]
+    wheels = [house / f"{name}-1.0-py3-none-any.whl" for name in ("trickle", "stall")]
+
+    def parts() -> list[Path]:  # each download's temporary file, once it has one
+        return [p for wheel in wheels for p in atomic.leftovers(wheel)]
+
     proc = subprocess.Popen(
         [sys.executable, "-m", "envbuild", "fetch", str(bundle), "--no-tools", "-q"],
         stdout=subprocess.PIPE,
@@ -104,7 +110,10 @@ def test_ctrl_c_stops_the_downloads_in_flight_and_removes_partial_files(
     )
     try:
         deadline = time.monotonic() + 60
-        while not (all(p.exists() for p in parts) and parts[0].stat().st_size > 0):
+        while not (
+            len(found := parts()) == 2
+            and any(p.name.startswith(".trickle-") and p.stat().st_size for p in found)
+        ):
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "the downloads never started"
             time.sleep(0.05)
@@ -123,4 +132,5 @@ def test_ctrl_c_stops_the_downloads_in_flight_and_removes_partial_files(
     assert took < 2.0, f"fetch took {took:.2f} s to stop after Ctrl-C"
     assert err == "envbuild: interrupted\n"  # one line, no traceback
     assert out == ""
-    assert sorted(p.name for p in house.iterdir() if p.name.endswith(".part")) == []
+    assert parts() == []
+    assert sorted(p.name for p in house.iterdir() if p.name.endswith((".tmp", ".part"))) == []

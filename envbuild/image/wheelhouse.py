@@ -24,13 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from envbuild import atomic
 from envbuild.digest import sha256_file
 from envbuild.errors import BuildError, BundleError, UsageError
 from envbuild.models import Lock, LockedDistribution, LockedFile
-from envbuild.net import download, part_path, redact_url
+from envbuild.net import download, redact_url
 
 WORKERS = 4
-# After Ctrl-C, how long the downloads in flight get to see the cancel and remove their .part files
+# After Ctrl-C, how long the downloads in flight get to see the cancel and remove their temporary files
 # before fetch stops waiting for them (a read stalled on a silent server never sees it).
 CANCEL_WAIT_S = 0.5
 J = TypeVar("J")
@@ -58,12 +59,10 @@ def _from_folders(
         if got != file.sha256:
             other.append(f"{candidate} (sha256 {got})")
             continue
-        part = target.with_name(target.name + ".part")
         try:
-            shutil.copyfile(candidate, part)
-            part.replace(target)
+            with candidate.open("rb") as source, atomic.writing(target) as out:
+                shutil.copyfileobj(source, out, 1 << 20)
         except OSError as exc:
-            part.unlink(missing_ok=True)
             raise BuildError(f"fetch: cannot copy {candidate} to {target}: {exc.strerror or exc}") from None
         return
     where = (
@@ -129,7 +128,7 @@ def _fetch_one(
     try:
         download(url, target, update=digest.update, cancel=cancel)
     except OSError as exc:
-        if exc.errno in DISK_ERRNOS:  # download() removed its .part file; the wheelhouse is as it was
+        if exc.errno in DISK_ERRNOS:  # download() removed its temporary file; the wheelhouse is as it was
             raise BuildError(
                 f"fetch: cannot write {target}: {exc.strerror}; nothing half-written was kept (files "
                 "already fetched are complete and checked). Free space (or fetch into another "
@@ -180,22 +179,23 @@ def download_locked(
     done = run_cancellable(
         jobs,
         lambda job, cancel: _fetch_one(job[0], job[1], dest, folders, lock, index_urls, cancel),
-        [part_path(dest / file.filename) for _, file in jobs],
+        [dest / file.filename for _, file in jobs],
     )
     checked = {file.filename: file.sha256 for _, file in jobs}
     return Downloaded(sum(done), len(done) - sum(done), checked)
 
 
 def run_cancellable(
-    jobs: Sequence[J], work: Callable[[J, threading.Event], bool], parts: Sequence[Path]
+    jobs: Sequence[J], work: Callable[[J, threading.Event], bool], targets: Sequence[Path]
 ) -> list[bool]:
     """``work(job, cancel)`` for every job, :data:`WORKERS` at a time; the results in job order.
 
     The workers are daemon threads, so a download stalled on a silent server cannot hold the process
     (a ``ThreadPoolExecutor`` is joined at exit).  A failed job does not stop the others; the first
     failure (in job order) is raised once all are done.  On Ctrl-C (``KeyboardInterrupt`` in this, the
-    main thread) ``cancel`` is set, the workers get :data:`CANCEL_WAIT_S` to stop, every path of
-    ``parts`` (the partial files the jobs write) is removed, and the interrupt goes on.
+    main thread) ``cancel`` is set, the workers get :data:`CANCEL_WAIT_S` to stop, the temporary files of
+    every path of ``targets`` (the files the jobs write; :func:`envbuild.atomic.leftovers`) are removed,
+    and the interrupt goes on.
     """
     cancel = threading.Event()
     todo: queue.SimpleQueue[tuple[int, J]] = queue.SimpleQueue()
@@ -233,8 +233,9 @@ def run_cancellable(
         deadline = time.monotonic() + CANCEL_WAIT_S
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
-        for part in parts:
-            part.unlink(missing_ok=True)
+        for target in targets:  # a worker stalled on a silent server never reaches its own cleanup
+            for part in atomic.leftovers(target):
+                part.unlink(missing_ok=True)
         raise
     for i in range(len(jobs)):
         failed = got[i]
