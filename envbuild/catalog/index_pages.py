@@ -1,7 +1,8 @@
 """Reading the package indexes for ``envbuild catalog refresh`` (:mod:`envbuild.catalog.refresh`): one page
 or metadata file per request, within the refresh's deadline, and the facts each yields: a PEP 691
 project page's Linux x86_64 wheels, a release's PEP 658 metadata (torch's CUDA build and triton
-requirement, a companion's torch requirement), the PyTorch index's variants."""
+requirement, a companion's torch requirement), the PyTorch index's variants.  Pages are parsed by
+:mod:`envbuild.simpleindex`, the reader ``envbuild lock`` uses too."""
 
 from __future__ import annotations
 
@@ -9,13 +10,12 @@ import email.parser
 import re
 import time
 from dataclasses import dataclass, field
-from urllib.parse import unquote, urljoin, urlsplit
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
-from envbuild.net import page_links
+from envbuild.simpleindex import PageError, read_html, read_json
 
 JSON_ACCEPT = "application/vnd.pypi.simple.v1+json"
 HTML_ACCEPT = "text/html"
@@ -92,36 +92,29 @@ def _linux_x86_64(filename: str) -> tuple[Version, tuple[str, ...], str | None] 
 
 
 def parse_project(name: str, url: str, body: bytes) -> _Project:
-    import json
-
     try:
-        data = json.loads(body)
-        files = data["files"]
-        if not isinstance(files, list):
-            raise TypeError("files is not a list")
-    except (ValueError, KeyError, TypeError) as exc:
-        raise FetchError(f"{url}: not a PEP 691 JSON project page ({exc})") from None
+        files = read_json(body, url)
+    except PageError as exc:
+        raise FetchError(f"{url}: {exc}") from None
     project = _Project(name=name, url=url)
     for entry in files:
-        if not isinstance(entry, dict) or not str(entry.get("filename", "")).endswith(".whl"):
+        if not entry.filename.endswith(".whl"):
             continue
-        parsed = _linux_x86_64(entry["filename"])
+        parsed = _linux_x86_64(entry.filename)
         if parsed is None:
             continue
         version, tags, glibc = parsed
         if version.local or version.is_devrelease:
             continue
-        advertised = bool(entry.get("core-metadata") or entry.get("data-dist-info-metadata"))
-        rp = entry.get("requires-python")
         project.releases.setdefault(str(version), []).append(
             _File(
-                filename=entry["filename"],
-                url=urljoin(url, str(entry.get("url", entry["filename"]))),
+                filename=entry.filename,
+                url=entry.url,
                 tags=tags,
                 glibc=glibc,
-                yanked=bool(entry.get("yanked")),
-                requires_python=str(rp) if rp else None,
-                advertised=advertised,
+                yanked=entry.yanked,
+                requires_python=entry.requires_python,
+                advertised=entry.has_metadata,
             )
         )
     return project
@@ -213,9 +206,8 @@ def variants_of(body: bytes) -> dict[str, set[str]]:
     """version -> variants (``cu128``, ``rocm6.4``, ``cpu``) of the Linux x86_64 wheels a PEP 503
     page lists."""
     out: dict[str, set[str]] = {}
-    for href in page_links(body.decode("utf-8", "replace")):
-        filename = unquote(urlsplit(href).path.rsplit("/", 1)[-1])
-        parsed = _linux_x86_64(filename)
+    for entry in read_html(body, ""):
+        parsed = _linux_x86_64(entry.filename)
         if parsed is None:
             continue
         version = parsed[0]

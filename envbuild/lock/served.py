@@ -7,12 +7,12 @@ local tag.  The planner needs to know which kind it will resolve against before 
 to resolve, and used to be reported as a conflict between requirements, which it is not.
 
 Index pages are read as PEP 691 JSON when the index offers it, else as PEP 503 HTML; a find-links folder
-is listed from disk, a find-links URL read as an HTML page.  A 404 means "no torch here".
+is listed from disk, a find-links URL read as a find-links HTML page (:mod:`envbuild.simpleindex` reads
+all three).  A 404 means "no torch here".
 """
 
 from __future__ import annotations
 
-import json
 import os
 import urllib.error
 from pathlib import Path
@@ -23,18 +23,9 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from envbuild.lock.resolve import ResolveError
 from envbuild.lock.target import Target
 from envbuild.lock.uv import Sources
-from envbuild.net import open_url, page_links, redact_url
+from envbuild.net import open_url, redact_url
 from envbuild.plan.resolved import ServedTorch, kind_of
-
-ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
-
-
-def _filenames_from_page(body: bytes, content_type: str) -> list[str]:
-    if "json" in content_type:
-        data = json.loads(body)
-        return [str(f.get("filename", "")) for f in data.get("files", []) if isinstance(f, dict)]
-    links = page_links(body.decode("utf-8", "replace"))
-    return [unquote(urlsplit(href).path.rsplit("/", 1)[-1]) for href in links]
+from envbuild.simpleindex import ACCEPT, PageError, read_find_links, read_page
 
 
 def _read_index(url: str) -> list[str] | None:
@@ -62,7 +53,13 @@ def _read_index(url: str) -> list[str] | None:
             f"the resolver could not read an index ({redact_url(url)}): {exc}\n{tls}Pass --index-url for a "
             "reachable mirror, or --find-links for a folder of wheels (repeatable)"
         ) from None
-    return _filenames_from_page(body, content_type)
+    try:
+        return [f.filename for f in read_page(body, content_type, page)]
+    except PageError as exc:
+        raise ResolveError(
+            f"the index {redact_url(url)} served a torch page that cannot be read: {exc}; pass --index-url "
+            "for a reachable mirror, or --find-links for a folder of wheels"
+        ) from None
 
 
 def _read_links(link: str) -> list[str]:
@@ -78,7 +75,10 @@ def _read_links(link: str) -> list[str]:
             body = response.read()
     except (OSError, ValueError) as exc:
         raise ResolveError(f"could not read --find-links {redact_url(link)} ({exc})") from None
-    return _filenames_from_page(body, "text/html")
+    try:
+        return [f.filename for f in read_find_links(body, link)]
+    except PageError as exc:
+        raise ResolveError(f"could not read --find-links {redact_url(link)} ({exc})") from None
 
 
 def _torch_builds(filenames: list[str], target: Target) -> dict[str, set[str]]:

@@ -1,22 +1,20 @@
 """What a source-only distribution needs to build: read from its sdist, not guessed from its name.
 
 When the resolver finds no wheel for the target, the sdist of the release in question is looked up on
-the same indexes (PEP 691 JSON or PEP 503 HTML simple pages), downloaded (up to
-:data:`MAX_SDIST_BYTES`) and read: ``[build-system] requires`` in ``pyproject.toml`` and the imports of
-``setup.py``.  A build that needs torch (flash-attn, mamba-ssm and the like) cannot succeed in pip's
-isolated build environment, so the finding says what to use instead.  Any failure to look leaves the
-facts unknown; the finding is still an error, because the image installs wheels only.
+the same indexes (PEP 691 JSON or PEP 503 HTML simple pages, read by :mod:`envbuild.simpleindex`),
+downloaded (up to :data:`MAX_SDIST_BYTES`) and read: ``[build-system] requires`` in ``pyproject.toml``
+and the imports of ``setup.py``.  A build that needs torch (flash-attn, mamba-ssm and the like) cannot
+succeed in pip's isolated build environment, so the finding says what to use instead.  Any failure to
+look leaves the facts unknown; the finding is still an error, because the image installs wheels only.
 """
 
 from __future__ import annotations
 
 import io
-import json
 import re
 import tarfile
 import zipfile
 from dataclasses import dataclass
-from urllib.parse import urljoin
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidSdistFilename, canonicalize_name, parse_sdist_filename
@@ -25,11 +23,11 @@ from packaging.version import Version
 from envbuild.compat import tomllib
 from envbuild.lock.uv import Sources
 from envbuild.models import RequirementLine
-from envbuild.net import open_url, page_links
+from envbuild.net import open_url
+from envbuild.simpleindex import ACCEPT, read_page
 
 MAX_SDIST_BYTES = 64 << 20
 _TORCH_IMPORT = re.compile(r"^\s*(?:import\s+torch\b|from\s+torch(?:\.\w+)*\s+import\b)", re.M)
-_ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
 
 
 @dataclass(frozen=True)
@@ -45,21 +43,14 @@ def _sdist_urls(index: str, name: str) -> list[tuple[str, str]]:
 
 
 def project_files(index: str, name: str) -> list[tuple[str, str]]:
-    """(filename, absolute URL) of every file of ``name`` on ``index``."""
+    """(filename, absolute URL) of every file of ``name`` on ``index``; a page that is not a simple-index
+    page raises :class:`envbuild.simpleindex.PageError` (a ValueError)."""
     page = index.rstrip("/") + f"/{name}/"
-    with open_url(page, accept=_ACCEPT, timeout=20) as response:
+    with open_url(page, accept=ACCEPT, timeout=20) as response:
         body = response.read(8 << 20)
         headers = getattr(response, "headers", None)  # a file:// index has none
         kind = str(headers.get("Content-Type", "")) if headers is not None else ""
-    found: list[tuple[str, str]] = []
-    if "json" in kind:
-        for entry in json.loads(body).get("files", []):
-            found.append((str(entry["filename"]), urljoin(page, str(entry["url"]))))
-    else:
-        for href in page_links(body.decode("utf-8", "replace")):
-            url = urljoin(page, href)
-            found.append((url.split("#", 1)[0].rsplit("/", 1)[-1], url))
-    return found
+    return [(f.filename, f.url) for f in read_page(body, kind, page)]
 
 
 def _pick(
