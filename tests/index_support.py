@@ -26,8 +26,12 @@ Each folder is served by its own server (``serve_tree``) like the PyTorch per-va
 Index pages: ``/simple/`` lists projects, ``/simple/<normalized-name>/`` has one anchor per file,
 ``/files/<filename>#sha256=<hex>`` with ``data-requires-python`` when the metadata has it and
 ``data-dist-info-metadata``/``data-core-metadata`` (PEP 658/714) for wheels, whose metadata is served at
-``/files/<filename>.metadata``.  Pages are rebuilt from the folder on every request, so a file added
-or tampered with while serving shows up (with its new hash) at once.
+``/files/<filename>.metadata``.  With ``serve_index(..., quoted=True)`` the hrefs are percent-encoded
+as PyPI's and the PyTorch index's are (``torch-2.0.0%2Bcu118-...whl``; the anchor text stays the file
+name).  ``/links.html`` is a pip ``--find-links`` page of every file, like the PyTorch index's
+``torch_stable.html``: relative hrefs ``files/<filename>`` and anchor texts ``files/<filename>`` (a
+folder, then the file name).  Pages are rebuilt from the folder on every request, so a file added or
+tampered with while serving shows up (with its new hash) at once.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 # 1980-01-01, the earliest time a zip entry can hold; tar members and the gzip header use the same.
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)
@@ -330,10 +334,14 @@ def _page(title: str, body: list[str]) -> bytes:
     ).encode()
 
 
-def _project_page(project: str, dists: list[_Dist]) -> bytes:
+def _href(filename: str, quoted: bool) -> str:
+    return html.escape(quote(filename) if quoted else filename)
+
+
+def _project_page(project: str, dists: list[_Dist], quoted: bool = False) -> bytes:
     anchors = []
     for dist in dists:
-        attrs = f'href="/files/{html.escape(dist.filename)}#sha256={dist.sha256}"'
+        attrs = f'href="/files/{_href(dist.filename, quoted)}#sha256={dist.sha256}"'
         if dist.requires_python:
             attrs += f' data-requires-python="{html.escape(dist.requires_python)}"'
         if dist.metadata is not None:
@@ -343,7 +351,18 @@ def _project_page(project: str, dists: list[_Dist]) -> bytes:
     return _page(f"Links for {project}", [f"<h1>Links for {html.escape(project)}</h1>", *anchors])
 
 
-def _handler(root: Path, auth: tuple[str, str] | None = None) -> type[BaseHTTPRequestHandler]:
+def _links_page(dists: list[_Dist], quoted: bool) -> bytes:
+    anchors = [
+        f'<a href="files/{_href(d.filename, quoted)}#sha256={d.sha256}">'
+        f"files/{html.escape(d.filename)}</a><br/>"
+        for d in dists
+    ]
+    return _page("Find links", anchors)
+
+
+def _handler(
+    root: Path, auth: tuple[str, str] | None = None, quoted: bool = False
+) -> type[BaseHTTPRequestHandler]:
     expected = "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode() if auth else None
 
     class Handler(BaseHTTPRequestHandler):
@@ -385,8 +404,11 @@ def _handler(root: Path, auth: tuple[str, str] | None = None) -> type[BaseHTTPRe
                     self.end_headers()
                     return None
                 if name in projects:
-                    page = _project_page(name, projects[name])
+                    page = _project_page(name, projects[name], quoted)
                     return self._send(200, page, "text/html; charset=utf-8", head)
+            if path == "/links.html":
+                dists = [d for ds in projects.values() for d in ds]
+                return self._send(200, _links_page(dists, quoted), "text/html; charset=utf-8", head)
             if path.startswith("/files/"):
                 filename = path[len("/files/") :]
                 is_meta = filename.endswith(".metadata")
@@ -455,19 +477,24 @@ def make_tls(folder: Path) -> tuple[Path, Path, Path]:
 
 @contextmanager
 def serve_index(
-    root: Path, tls: tuple[Path, Path] | None = None, auth: tuple[str, str] | None = None
+    root: Path,
+    tls: tuple[Path, Path] | None = None,
+    auth: tuple[str, str] | None = None,
+    *,
+    quoted: bool = False,
 ) -> Iterator[str]:
     """Serve the distribution files in ``root`` as a simple index on 127.0.0.1 (a free port).
 
     Yields the base URL ``http://127.0.0.1:<port>`` (the index is ``<base>/simple/``), or
     ``https://...`` when ``tls`` gives (certificate, key) (see :func:`make_tls`).  The server thread is
     a daemon and is shut down and closed when the block ends.  With ``auth`` (user, password) every
-    request without that HTTP basic authentication gets 401, as a private index answers.
+    request without that HTTP basic authentication gets 401, as a private index answers.  With
+    ``quoted`` the pages' hrefs are percent-encoded (``%2B`` for ``+``), as real indexes write them.
     """
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"no index folder {root}")
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(root, auth))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(root, auth, quoted))
     scheme = "http"
     if tls is not None:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
