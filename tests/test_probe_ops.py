@@ -41,7 +41,8 @@ def test_cuda_ops_compile_on_the_devel_builder_and_the_final_stage_stays_on_base
     dockerfile = _dockerfile(version="12.8", targets=("h100", "rtx4090"))
     run = next(line for line in dockerfile.splitlines() if "envbuild-probe-ops.py build" in line)
     # the ordered cards' archs only; nvcc must be there (the devel image): a missing one fails the build
-    assert run.startswith("RUN TORCH_CUDA_ARCH_LIST='8.9;9.0' /opt/venv/bin/python")
+    # (with the newest one's PTX, which a newer card than the one ordered JIT-compiles)
+    assert run.startswith("RUN TORCH_CUDA_ARCH_LIST='8.9;9.0+PTX' /opt/venv/bin/python")
     assert run.endswith(f"build {PROBE_OPS_IN_IMAGE} --gpu cuda --require-gpu")
     final = dockerfile.split("# ---- final:", 1)[1]
     assert f"COPY --from=builder {PROBE_OPS_IN_IMAGE} {PROBE_OPS_IN_IMAGE}" in final
@@ -54,6 +55,37 @@ def test_without_a_devel_image_for_the_os_only_the_cpp_op_is_built() -> None:
     assert result.plan.probe_ops == ("cpp",) and result.plan.builder_image is None
     (info,) = [f.message for f in result.findings if f.code == "I-PROBE-OPS-CPU-ONLY"]
     assert "no CUDA 12.8" in info and "devel image for debian12" in info and "base.os = one of" in info
+
+
+def test_with_no_cards_ordered_the_cuda_op_is_built_for_every_arch_the_torch_build_carries() -> None:
+    """No targets gave the build no TORCH_CUDA_ARCH_LIST; on a build machine without a GPU torch's
+    _get_cuda_arch_flags then raises IndexError and the image build fails."""
+    plan = check(profile(version="12.8", targets=())).plan
+    dockerfile = _dockerfile(version="12.8", targets=())
+    run = next(line for line in dockerfile.splitlines() if "envbuild-probe-ops.py build" in line)
+    wheel = ";".join(
+        f"{a[3:-1]}.{a[-1]}" if "+" not in a else f"{a[3:-5]}.{a[-5]}+PTX" for a in plan.torch_arch_list
+    )
+    assert plan.torch_arch_list and wheel.endswith("+PTX")
+    assert run.startswith(f"RUN TORCH_CUDA_ARCH_LIST='{wheel}' /opt/venv/bin/python")
+
+
+def test_with_no_cards_ordered_the_hip_op_is_built_for_the_torch_builds_gfx_list() -> None:
+    plan = check(profile(backend="rocm", targets=())).plan
+    dockerfile = _dockerfile(backend="rocm", targets=())
+    run = next(line for line in dockerfile.splitlines() if "envbuild-probe-ops.py build" in line)
+    assert plan.torch_arch_list
+    assert run.startswith(f"RUN PYTORCH_ROCM_ARCH='{';'.join(plan.torch_arch_list)}' /opt/venv/bin/python")
+
+
+def test_a_gpu_source_build_with_no_cards_ordered_is_refused_naming_the_key() -> None:
+    from dataclasses import replace
+
+    base = profile(version="12.8", targets=())
+    result = check(replace(base, python=replace(base.python, build_from_source=("flash-attn",))))
+    (message,) = [f.message for f in result.findings if f.code == "E-SOURCE-NO-TARGETS"]
+    assert "accelerator.targets is empty" in message and "flash-attn" in message
+    assert not result.ok
 
 
 def test_rocm_ops_compile_on_the_complete_image() -> None:

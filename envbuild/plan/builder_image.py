@@ -39,6 +39,14 @@ def builder_stage(ctx: Context, flavor: str, out: Findings) -> tuple[str | None,
     gpu_op = bool(ops) and gpu is not None
     all_ops = (*ops, gpu) if gpu_op and gpu else ops
     sources = ctx.profile.python.build_from_source
+    if sources and gpu is not None and not ctx.profile.accelerator.targets:
+        out.error(
+            "E-SOURCE-NO-TARGETS",
+            f"python.build_from_source ({', '.join(sources)}) compiles its {gpu.upper()} kernels for the "
+            "ordered cards' archs, and accelerator.targets is empty: every arch the torch build carries "
+            "would be compiled (hours for flash-attn); set accelerator.targets to the cards you order "
+            "(`envbuild targets` lists them)",
+        )
     if flavor in _COMPILER_FLAVORS or flavor == "explicit" or not (sources or gpu_op):
         return None, all_ops
     whats = []

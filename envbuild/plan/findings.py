@@ -45,6 +45,7 @@ CODES: dict[str, str] = {
     "E-SOURCE-NEEDS-TORCH": "only a source distribution exists and its build imports torch",
     "E-SOURCE-ONLY": "only a source distribution exists for the image's Python and platform",
     "E-SOURCE-NO-DEVEL-IMAGE": "a CUDA source build needs nvcc; nvidia/cuda has no devel image for the OS",
+    "E-SOURCE-NO-TARGETS": "a CUDA/ROCm source build with no accelerator.targets to compile for",
     "E-SOURCE-NOT-RESOLVED": "a python.build_from_source name is not in the resolved environment",
     "E-ROCM-TOO-OLD": "the ROCm version is older than the card needs",
     "E-TOOLKIT-TOO-OLD": "the CUDA toolkit is older than the card needs",

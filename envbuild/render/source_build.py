@@ -35,18 +35,41 @@ class SourceBuildView:
 def arch_env(plan: Plan) -> list[tuple[str, str]]:
     """torch's cpp_extension arch-list variable for the plan's ordered cards (none on the CPU)."""
     if plan.backend == "cuda":
-        numbers = _sm_numbers(plan)
-        return [("TORCH_CUDA_ARCH_LIST", ";".join(f"{n[:-1]}.{n[-1]}" for n in numbers if n[:-1].isdigit()))]
+        return [("TORCH_CUDA_ARCH_LIST", ";".join(_cuda_arch(n) for n in _sm_numbers(plan)))]
     if plan.backend == "rocm":
         archs = sorted({c.arch for c in plan.targets if c.arch})
         return [("PYTORCH_ROCM_ARCH", ";".join(a for a in archs if a.startswith("gfx")))]
     return []
 
 
+def probe_arch_env(plan: Plan) -> list[tuple[str, str]]:
+    """The probe op's arch list: the ordered cards', with PTX of the newest so that a newer card than the
+    one ordered still runs it (the driver JIT-compiles the PTX); with no cards ordered, every arch the
+    torch build carries (its own list, PTX included).  Never empty on a GPU backend: on a build machine
+    without a GPU, torch derives an empty list from the visible devices and fails (an IndexError in
+    ``_get_cuda_arch_flags``)."""
+    pairs = arch_env(plan)
+    if not pairs:
+        return []
+    name, value = pairs[0]
+    if plan.backend == "cuda":
+        wheel = ";".join(
+            _cuda_arch(a.removeprefix("sm_")) for a in plan.torch_arch_list if a.startswith("sm_")
+        )
+        return [(name, value + "+PTX" if value else wheel)]
+    return [(name, value or ";".join(a for a in plan.torch_arch_list if a.startswith("gfx")))]
+
+
+def _cuda_arch(number: str) -> str:
+    """An sm number as a TORCH_CUDA_ARCH_LIST entry: "90" -> "9.0", "120+PTX" -> "12.0+PTX"."""
+    number, ptx, _ = number.partition("+PTX")
+    return f"{number[:-1]}.{number[-1]}{ptx}"
+
+
 def _sm_numbers(plan: Plan) -> list[str]:
     """The ordered cards' CUDA archs as numbers: sm_90 -> "90"."""
-    archs = sorted({c.arch for c in plan.targets if c.arch})
-    return [a.removeprefix("sm_") for a in archs if a.startswith("sm_")]
+    archs = sorted({c.arch for c in plan.targets if c.arch}, key=lambda a: (len(a), a))
+    return [n for a in archs if a.startswith("sm_") and (n := a.removeprefix("sm_")).isdigit()]
 
 
 def source_build_view(plan: Plan) -> SourceBuildView | None:
@@ -120,7 +143,7 @@ def probe_ops_view(plan: Plan) -> ProbeOpsView | None:
     if gpu:  # the plan lists the GPU op only where the builder has nvcc/hipcc, or on an explicit base.image
         # (used as given: it may lack them, and the manifest then records the op as not built)
         args = f"--gpu {gpu[0]}" + (" --require-gpu" if plan.base_flavor != "explicit" else "")
-    env = [(k, v) for k, v in arch_env(plan) if v]
+    env = probe_arch_env(plan)
     return ProbeOpsView(
         folder=PROBE_OPS_IN_IMAGE,
         args=args,

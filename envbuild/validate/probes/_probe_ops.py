@@ -57,17 +57,26 @@ torch::Tensor axpb(torch::Tensor x, double a, double b) {
 
 CUDA_SOURCE = r"""
 #include <torch/extension.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/cuda/CUDAGuard.h>
 __global__ void axpb_kernel(const float* x, float* y, float a, float b, int64_t n) {
   int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) y[i] = a * x[i] + b;
 }
 torch::Tensor axpb_gpu(torch::Tensor x, double a, double b) {
+  TORCH_CHECK(x.is_cuda(), "axpb_gpu: x must be on a GPU, got ", x.device());
+  TORCH_CHECK(x.scalar_type() == torch::kFloat, "axpb_gpu: x must be float32, got ", x.scalar_type());
+  const c10::cuda::CUDAGuard guard(x.device());  // launch on x's device, not the current one
   auto xc = x.contiguous();
   auto y = torch::empty_like(xc);
-  int64_t n = xc.numel();
-  int threads = 256;
-  int blocks = (int)((n + threads - 1) / threads);
-  axpb_kernel<<<blocks, threads>>>(xc.data_ptr<float>(), y.data_ptr<float>(), (float)a, (float)b, n);
+  const int64_t n = xc.numel();
+  if (n == 0) return y;  // a grid of 0 blocks is an invalid launch
+  const int threads = 256;
+  const unsigned int blocks = (unsigned int)((n + threads - 1) / threads);
+  axpb_kernel<<<blocks, threads, 0, c10::cuda::getCurrentCUDAStream()>>>(
+      xc.data_ptr<float>(), y.data_ptr<float>(), (float)a, (float)b, n);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();  // "no kernel image is available" raises here, not as wrong numbers
   return y;
 }
 """
