@@ -10,8 +10,6 @@ reused).  Every file is written atomically (temporary file + rename) and scrubbe
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
 import secrets
 import shutil
@@ -19,6 +17,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 
+from envbuild import atomic
 from envbuild.boundary import to_json
 from envbuild.digest import sha256_file
 from envbuild.errors import UsageError
@@ -61,18 +60,11 @@ IMAGE_NAME = re.compile(r"blender-[a-z]+\.png")
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``path`` whole or not at all.  On failure (a full disk) the temporary file is removed and
-    the :class:`OSError` raised names ``path``."""
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    """Write ``path`` whole or not at all (:func:`envbuild.atomic.write_bytes`); the :class:`OSError` of
+    a failure (a full disk) names ``path``."""
     try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        atomic.write_bytes(path, data)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
         raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
 
 
