@@ -190,6 +190,8 @@ def _device(index: int, gpu: Element) -> DeviceFacts:
         ecc=_ecc(gpu),
         pcie=_pcie(gpu),
         clock_event_reasons=_clock_reasons(gpu),
+        sm_clock_mhz=v.number(_find(gpu, "clocks/sm_clock")),
+        sm_clock_max_mhz=v.number(_find(gpu, "max_clocks/sm_clock")),
         power_limit_w=enforced,
         default_power_limit_w=default,
         compute_mode=v.text(_find(gpu, "compute_mode")),

@@ -74,6 +74,8 @@ class DeviceFacts:
     # "gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown", "hw_thermal_slowdown",
     # "hw_power_brake_slowdown", "sw_thermal_slowdown", "sync_boost", "display_clock_setting".
     clock_event_reasons: tuple[str, ...] | None = None
+    sm_clock_mhz: float | None = None  # the SM clock now; under load, against its maximum
+    sm_clock_max_mhz: float | None = None
     power_limit_w: float | None = None  # enforced
     default_power_limit_w: float | None = None
     compute_mode: str | None = None  # "Default", "Exclusive_Process", "Prohibited"
@@ -85,6 +87,17 @@ class DeviceFacts:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Provenance:
+    """Which library answered a live NVML reading, through which binding: a stand-in's facts (its NVML
+    version begins "stand-in") cannot pass for a real driver's."""
+
+    nvml_version: str | None = None  # nvmlSystemGetNVMLVersion: "12.535.54.03"
+    binding: str | None = None  # "nvidia-ml-py 13.615.71", or the pynvml file where no distribution owns it
+    library: str | None = None  # the libnvidia-ml.so.1 the process loaded (its path)
+    binding_errors: tuple[str, ...] = ()  # NVML calls the binding could not make (a version mismatch)
+
+
+@dataclass(frozen=True, kw_only=True)
 class HardwareFacts:
     source: FactSource
     vendor: HardwareVendor
@@ -93,3 +106,4 @@ class HardwareFacts:
     runtime_version: str | None = None  # CUDA version the driver supports / ROCm version
     devices: tuple[DeviceFacts, ...] = ()
     in_container: bool | None = None  # processes of other containers are invisible there
+    provenance: Provenance | None = None  # a live NVML reading's library and binding
