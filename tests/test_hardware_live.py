@@ -38,3 +38,29 @@ def test_the_host_stage_driver_reads_nvml_through_nvidia_ml_py() -> None:
 
     assert nvml_driver() == (None, None)
     assert nvml_driver() == (None, None)
+
+
+def test_the_loaded_library_is_read_from_the_process_maps(tmp_path: Path) -> None:
+    """Provenance names the libnvidia-ml.so.1 the process mapped: a driver's versioned file, or a
+    stand-in's path (tests/test_hardware_nvml.py reads the stand-in's through NVML)."""
+    maps = tmp_path / "maps"
+    maps.write_text(
+        "7f0000000000-7f0000001000 r--p 00000000 00:00 0          [heap]\n"
+        "7f1000000000-7f1000100000 r-xp 00000000 08:01 123  "
+        "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.570.133.20\n",
+        encoding="utf-8",
+    )
+    assert live.loaded_library(maps) == "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.570.133.20"
+    maps.write_text("7f0000000000-7f0000001000 r--p 00000000 00:00 0          [heap]\n", encoding="utf-8")
+    assert live.loaded_library(maps) is None
+    assert live.loaded_library(tmp_path / "absent") is None
+
+
+def test_the_binding_is_named_by_its_distribution() -> None:
+    from importlib.metadata import version
+
+    import pynvml
+
+    assert live.binding_name(pynvml) == f"nvidia-ml-py {version('nvidia-ml-py')}"
+    other = type("Module", (), {"__file__": "/elsewhere/pynvml.py"})()
+    assert live.binding_name(other).startswith("pynvml from /elsewhere/pynvml.py (not nvidia-ml-py ")

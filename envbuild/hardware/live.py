@@ -1,45 +1,32 @@
 """Read the hardware of this machine from the vendor's own interfaces.
 
-NVIDIA: NVML through ``nvidia-ml-py`` (``import pynvml``) when it initialises, else ``nvidia-smi -q -x``.
-AMD: ``amd-smi static --json``, else ``rocm-smi --json`` (the ``amdsmi`` Python library is not read:
-its CLI prints the same facts as JSON, which the capture parsers already read).  Each returns None
-when the vendor's interface is absent; no GPU is not an error.
+NVIDIA: NVML through ``nvidia-ml-py`` (``import pynvml``) when it initialises and answers the system's
+queries (the driver version, the device count, each device's handle), else ``nvidia-smi -q -x``.  Each
+device's facts: :mod:`envbuild.hardware.nvml_device`.  AMD: ``amd-smi static --json``, else
+``rocm-smi --json`` (the ``amdsmi`` Python library is not read: its CLI prints the same facts as JSON,
+which the capture parsers already read).  Each returns None when the vendor's interface is absent; no
+GPU is not an error.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import Any, TypeVar
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
 
 from envbuild.errors import CaptureError
 from envbuild.hardware.amd import parse_amd_smi, parse_rocm_smi
 from envbuild.hardware.nvidia_xml import parse_nvidia_xml
-from envbuild.models.hardware import (
-    NOT_APPLICABLE,
-    DeviceFacts,
-    EccState,
-    GpuProcess,
-    HardwareFacts,
-    PcieLink,
-)
+from envbuild.hardware.nvml_device import Nvml, binding_errors, nvml_errors, read_device
+from envbuild.models.hardware import HardwareFacts, Provenance
+
+__all__ = ["amd_facts", "nvidia_facts", "nvml_errors", "nvml_facts", "nvml_session", "run_tool"]
 
 TOOL_TIMEOUT_S = 30.0
-T = TypeVar("T")
-# NVML's clock event reason bits, by the names DeviceFacts.clock_event_reasons uses
-_REASONS = (
-    ("gpu_idle", "nvmlClocksEventReasonGpuIdle"),
-    ("applications_clocks_setting", "nvmlClocksEventReasonApplicationsClocksSetting"),
-    ("sw_power_cap", "nvmlClocksEventReasonSwPowerCap"),
-    ("hw_slowdown", "nvmlClocksEventReasonHwSlowdown"),
-    ("sync_boost", "nvmlClocksEventReasonSyncBoost"),
-    ("sw_thermal_slowdown", "nvmlClocksEventReasonSwThermalSlowdown"),
-    ("hw_thermal_slowdown", "nvmlClocksEventReasonHwThermalSlowdown"),
-    ("hw_power_brake_slowdown", "nvmlClocksEventReasonHwPowerBrakeSlowdown"),
-    ("display_clock_setting", "nvmlClocksEventReasonDisplayClockSetting"),
-)
 
 
 def run_tool(argv: list[str]) -> str | None:
@@ -53,100 +40,6 @@ def run_tool(argv: list[str]) -> str | None:
     return proc.stdout if proc.returncode == 0 else None
 
 
-def _nvml_device(nv: Any, index: int) -> DeviceFacts:
-    h = nv.nvmlDeviceGetHandleByIndex(index)
-
-    def get(call: Callable[..., T], *args: Any) -> T | None:
-        try:
-            return call(h, *args)
-        except nv.NVMLError:
-            return None
-
-    def text(value: Any) -> str | None:
-        return value.decode() if isinstance(value, bytes) else value
-
-    pci, mem = get(nv.nvmlDeviceGetPciInfo), get(nv.nvmlDeviceGetMemoryInfo)
-    util, mig = get(nv.nvmlDeviceGetUtilizationRates), get(nv.nvmlDeviceGetMigMode)
-    ecc_mode = get(nv.nvmlDeviceGetEccMode)
-    rows = get(nv.nvmlDeviceGetRemappedRows)  # (correctable, uncorrectable, pending, failure)
-    reasons = get(nv.nvmlDeviceGetCurrentClocksEventReasons)
-    limit, default = get(nv.nvmlDeviceGetEnforcedPowerLimit), get(nv.nvmlDeviceGetPowerManagementDefaultLimit)
-    procs = get(nv.nvmlDeviceGetComputeRunningProcesses)
-    fabric = get(nv.nvmlDeviceGetGpuFabricInfo)
-    links = [get(nv.nvmlDeviceGetNvLinkState, link) for link in range(nv.NVML_NVLINK_MAX_LINKS)]
-    modes = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
-    on_off = {0: "Disabled", 1: "Enabled"}
-
-    def counts(kind: int, where: int) -> int | None:
-        got = get(nv.nvmlDeviceGetTotalEccErrors, kind, where)
-        return int(got) if got is not None else None
-
-    unc, corr = nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_MEMORY_ERROR_TYPE_CORRECTED
-    return DeviceFacts(
-        index=index,
-        name=text(get(nv.nvmlDeviceGetName)) or "",
-        uuid=text(get(nv.nvmlDeviceGetUUID)),
-        pci_bus_id=text(pci.busId) if pci else None,
-        pci_device_id=f"{pci.pciDeviceId & 0xFFFF:04x}:{pci.pciDeviceId >> 16:04x}" if pci else None,
-        pci_subsystem_id=f"{pci.pciSubSystemId & 0xFFFF:04x}:{pci.pciSubSystemId >> 16:04x}" if pci else None,
-        memory_total_mib=mem.total / 2**20 if mem else None,
-        memory_used_mib=mem.used / 2**20 if mem else None,
-        utilization_gpu_pct=float(util.gpu) if util else None,
-        mig_mode=on_off.get(mig[0]) if mig else NOT_APPLICABLE,
-        ecc=EccState(
-            mode_current=on_off.get(ecc_mode[0]) if ecc_mode else NOT_APPLICABLE,
-            mode_pending=on_off.get(ecc_mode[1]) if ecc_mode else NOT_APPLICABLE,
-            volatile_uncorrectable=counts(unc, nv.NVML_VOLATILE_ECC),
-            aggregate_uncorrectable=counts(unc, nv.NVML_AGGREGATE_ECC),
-            volatile_correctable=counts(corr, nv.NVML_VOLATILE_ECC),
-            aggregate_correctable=counts(corr, nv.NVML_AGGREGATE_ECC),
-            retired_pages_pending=bool(pending)
-            if (pending := get(nv.nvmlDeviceGetRetiredPagesPendingStatus)) is not None
-            else None,
-            remapped_rows_correctable=rows[0] if rows else None,
-            remapped_rows_uncorrectable=rows[1] if rows else None,
-            remap_pending=bool(rows[2]) if rows else None,
-            remap_failure=bool(rows[3]) if rows else None,
-        ),
-        pcie=PcieLink(
-            gen_current=get(nv.nvmlDeviceGetCurrPcieLinkGeneration),
-            gen_max=get(nv.nvmlDeviceGetMaxPcieLinkGeneration),
-            width_current=get(nv.nvmlDeviceGetCurrPcieLinkWidth),
-            width_max=get(nv.nvmlDeviceGetMaxPcieLinkWidth),
-        ),
-        clock_event_reasons=None
-        if reasons is None
-        else tuple(name for name, bit in _REASONS if reasons & getattr(nv, bit)),
-        power_limit_w=limit / 1000 if limit is not None else None,
-        default_power_limit_w=default / 1000 if default is not None else None,
-        compute_mode=modes.get(mode) if (mode := get(nv.nvmlDeviceGetComputeMode)) is not None else None,
-        persistence_mode=on_off.get(pm) if (pm := get(nv.nvmlDeviceGetPersistenceMode)) is not None else None,
-        processes=None
-        if procs is None
-        else tuple(
-            GpuProcess(pid=p.pid, used_memory_mib=p.usedGpuMemory / 2**20 if p.usedGpuMemory else None)
-            for p in procs
-        ),
-        nvlink_up=tuple(bool(s) for s in links if s is not None),
-        fabric_state=_fabric_state(nv, fabric),
-        fabric_status=None
-        if fabric is None
-        else ("Success" if fabric.status == 0 else f"NVML error {fabric.status}"),
-    )
-
-
-def _fabric_state(nv: Any, fabric: Any) -> str | None:
-    if fabric is None:
-        return NOT_APPLICABLE
-    names = {
-        nv.NVML_GPU_FABRIC_STATE_NOT_SUPPORTED: NOT_APPLICABLE,
-        nv.NVML_GPU_FABRIC_STATE_NOT_STARTED: "Not Started",
-        nv.NVML_GPU_FABRIC_STATE_IN_PROGRESS: "In Progress",
-        nv.NVML_GPU_FABRIC_STATE_COMPLETED: "Completed",
-    }
-    return names.get(fabric.state, str(fabric.state))
-
-
 @contextmanager
 def nvml_session() -> Iterator[Any]:
     """``pynvml``, initialised for the block and shut down after; None where NVML does not initialise
@@ -158,29 +51,80 @@ def nvml_session() -> Iterator[Any]:
         return
     try:
         nv.nvmlInit()
-    except nv.NVMLError:
+    except nvml_errors(nv):
         yield None
         return
     try:
         yield nv
     finally:
-        nv.nvmlShutdown()
+        with suppress(*nvml_errors(nv)):
+            nv.nvmlShutdown()
 
 
-def nvml_facts() -> HardwareFacts | None:
-    with nvml_session() as nv:
-        if nv is None:
-            return None
-        driver = nv.nvmlSystemGetDriverVersion()
-        cuda = nv.nvmlSystemGetCudaDriverVersion_v2()
-        devices = tuple(_nvml_device(nv, n) for n in range(nv.nvmlDeviceGetCount()))
+def binding_name(nv: Any) -> str | None:
+    """``nvidia-ml-py VERSION``, or the file ``pynvml`` came from where that distribution does not own it."""
+    where = getattr(nv, "__file__", None)
+    try:
+        dist = importlib.metadata.distribution("nvidia-ml-py")
+    except importlib.metadata.PackageNotFoundError:
+        return f"pynvml from {where}" if where else None
+    owned = Path(str(dist.locate_file("pynvml.py")))
+    if where is None or owned.resolve() == Path(where).resolve():
+        return f"nvidia-ml-py {dist.version}"
+    return f"pynvml from {where} (not nvidia-ml-py {dist.version}'s)"
+
+
+def loaded_library(maps: Path = Path("/proc/self/maps")) -> str | None:
+    """The path of the libnvidia-ml.so.1 this process loaded, or None where it cannot tell."""
+    try:
+        lines = maps.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and Path(fields[5]).name.startswith("libnvidia-ml.so"):
+            return fields[5]
+    return None
+
+
+def _read_nvml(nv: Any) -> HardwareFacts | None:
+    r = Nvml(nv)
+    driver = r.text("nvmlSystemGetDriverVersion")
+    count = r.call("nvmlDeviceGetCount")
+    if driver is None or count is None:
+        return None
+    handles = [r.call("nvmlDeviceGetHandleByIndex", n) for n in range(int(count))]
+    if any(h is None for h in handles):
+        return None
+    cuda = r.call("nvmlSystemGetCudaDriverVersion_v2")
+    if cuda is None:
+        cuda = r.call("nvmlSystemGetCudaDriverVersion")
+    devices = tuple(read_device(r, n, h) for n, h in enumerate(handles))
     return HardwareFacts(
         source="nvml",
         vendor="nvidia",
-        driver_version=driver.decode() if isinstance(driver, bytes) else driver,
-        runtime_version=f"{cuda // 1000}.{cuda % 1000 // 10}",
+        driver_version=driver,
+        runtime_version=f"{cuda // 1000}.{cuda % 1000 // 10}" if isinstance(cuda, int) else None,
         devices=devices,
+        provenance=Provenance(
+            nvml_version=r.text("nvmlSystemGetNVMLVersion"),
+            binding=binding_name(nv),
+            library=loaded_library(),
+            binding_errors=tuple(r.binding_errors),
+        ),
     )
+
+
+def nvml_facts() -> HardwareFacts | None:
+    """NVML's facts; None where NVML does not initialise or a system query fails (the driver version,
+    the device count, a device's handle), so that ``nvidia-smi -q -x`` answers instead."""
+    with nvml_session() as nv:
+        if nv is None:
+            return None
+        try:
+            return _read_nvml(nv)
+        except binding_errors(nv):  # a mismatch outside the guarded queries: nvidia-smi answers
+            return None
 
 
 def _from_tool(argv: list[str], parse: Callable[[str, str | None], HardwareFacts]) -> HardwareFacts | None:

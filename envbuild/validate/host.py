@@ -11,7 +11,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 
-from envbuild.hardware.live import nvml_session
+from envbuild.hardware.live import nvml_errors, nvml_session
 from envbuild.validate.smi import (
     SmiParseError,
     SmiView,
@@ -57,7 +57,7 @@ def nvml_driver() -> tuple[str | None, int | None]:
         try:
             version = nv.nvmlSystemGetDriverVersion()
             count = nv.nvmlDeviceGetCount()
-        except nv.NVMLError:
+        except nvml_errors(nv):  # NVML's error, or a binding that does not match the library
             return None, None
     text = version.decode() if isinstance(version, bytes) else str(version)
     return text or None, int(count)
