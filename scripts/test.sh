@@ -17,6 +17,7 @@ python3 -m venv .venv
 export PIP_RETRIES=0
 bash scripts/docker-engine.sh
 bash scripts/base-image.sh envbuild/debian:12
+bash scripts/base-image.sh envbuild/ubuntu:22.04 jammy
 bash scripts/browser.sh  # Debian's chromium + chromedriver: the report.html browser test
 
 # The declared Python floor and the newest Python here, runtime dependencies only (scripts/smoke.sh),
