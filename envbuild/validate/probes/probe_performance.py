@@ -1,8 +1,9 @@
 # mypy: disable-error-code="import-not-found,no-untyped-call"
 """Probe: what each device does per second, within a time budget (the ``performance`` stage).
 
-Per device: dense matmul throughput in each dtype the device supports (fp32 with TF32 off, tf32, bf16,
-fp16, fp8 where torch and the card allow), device-memory copy bandwidth, and on a GPU host<->device
+Per device: dense matmul throughput in each dtype the device supports (fp32 with TF32 off, tf32 on a
+CUDA build only: torch on ROCm does not use TF32 by default, bf16, fp16, fp8 where torch and the card
+allow), device-memory copy bandwidth, and on a GPU host<->device
 bandwidth with pinned memory; with several GPUs, the peer-access matrix and peer copy bandwidth per
 pair.  The decision (envbuild/validate/performance.py) compares the figures with the card's datasheet.
 
@@ -75,9 +76,10 @@ def timed(fn: Any, device: str, share_s: float) -> tuple[float, int]:
 def matmul_dtypes(device: str) -> list[str]:
     if device == "cpu":
         return ["float32"]
-    names = ["float32", "tf32", "bfloat16", "float16"]
-    major, minor = torch.cuda.get_device_capability(device)
     hip = getattr(torch.version, "hip", None)
+    # TF32: NVIDIA tensor cores; a HIP build of torch does not use TF32 by default, so it is not measured.
+    names = ["float32", "bfloat16", "float16"] if hip else ["float32", "tf32", "bfloat16", "float16"]
+    major, minor = torch.cuda.get_device_capability(device)
     # FP8 tensor cores: NVIDIA sm_89 (Ada) and sm_90+ (torch._scaled_mm); ROCm's fp8 types differ by
     # arch (fnuz on gfx942), left out here.
     if not hip and (major, minor) >= (8, 9) and hasattr(torch, "_scaled_mm"):
@@ -171,48 +173,54 @@ def peers(share_s: float, memories: dict[str, int]) -> dict[str, Any]:
     return {"access": access, "pairs": pairs}
 
 
-figures: dict[str, Any] = {"matmul": [], "memory_copy": [], "host": [], "unmeasured": []}
-memories: dict[str, int] = {}
-for device in devices:
-    memories[device] = int(free_bytes(device) * max_fraction)
-plan: list[tuple[str, str, str]] = []  # (kind, device, dtype)
-for device in devices:
-    plan += [("matmul", device, d) for d in matmul_dtypes(device)]
-    plan.append(("memory_copy", device, ""))
-    if device != "cpu":
-        plan.append(("host", device, ""))
-if peer and len(devices) > 1 and all(d != "cpu" for d in devices):
-    plan.append(("peer", "", ""))
-for n, (kind, device, dtype_name) in enumerate(plan):
-    left = deadline - time.monotonic()
-    if left <= 0:
-        figures["unmeasured"].append({"figure": kind, "device": device, "dtype": dtype_name})
-        continue
-    share = left / (len(plan) - n) * 0.8  # the rest of the share covers sizing and warm-up
-    try:
-        if kind == "matmul":
-            figures["matmul"].append(matmul(device, dtype_name, share, memories[device]))
-        elif kind == "memory_copy":
-            figures["memory_copy"].append(copy_bandwidth(device, share, memories[device]))
-        elif kind == "host":
-            figures["host"] += host_bandwidth(device, share, memories[device])
-        else:
-            figures["peer"] = peers(share, memories)
-    except Exception as exc:
-        figures.setdefault("errors", []).append(
-            {"figure": kind, "device": device, "dtype": dtype_name, "error": error_text(exc)}
-        )
-    if device not in ("", "cpu"):
-        torch.cuda.empty_cache()
-if devices != ["cpu"]:
-    torch.backends.cuda.matmul.allow_tf32 = False
-figures.update(
-    torch_version=torch.__version__,
-    budget_s=budget_s,
-    seconds=round(budget_s - (deadline - time.monotonic()), 3),
-    threads=torch.get_num_threads(),
-    cpus=os.cpu_count(),
-    names={d: (torch.cuda.get_device_name(d) if d != "cpu" else "cpu") for d in devices},
-    free_bytes_used_max=memories,
-)
-emit(figures)
+def main() -> None:
+    """Every figure of every device, in turn, each with its share of what is left of the budget."""
+    figures: dict[str, Any] = {"matmul": [], "memory_copy": [], "host": [], "unmeasured": []}
+    memories: dict[str, int] = {}
+    for device in devices:
+        memories[device] = int(free_bytes(device) * max_fraction)
+    plan: list[tuple[str, str, str]] = []  # (kind, device, dtype)
+    for device in devices:
+        plan += [("matmul", device, d) for d in matmul_dtypes(device)]
+        plan.append(("memory_copy", device, ""))
+        if device != "cpu":
+            plan.append(("host", device, ""))
+    if peer and len(devices) > 1 and all(d != "cpu" for d in devices):
+        plan.append(("peer", "", ""))
+    for n, (kind, device, dtype_name) in enumerate(plan):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            figures["unmeasured"].append({"figure": kind, "device": device, "dtype": dtype_name})
+            continue
+        share = left / (len(plan) - n) * 0.8  # the rest of the share covers sizing and warm-up
+        try:
+            if kind == "matmul":
+                figures["matmul"].append(matmul(device, dtype_name, share, memories[device]))
+            elif kind == "memory_copy":
+                figures["memory_copy"].append(copy_bandwidth(device, share, memories[device]))
+            elif kind == "host":
+                figures["host"] += host_bandwidth(device, share, memories[device])
+            else:
+                figures["peer"] = peers(share, memories)
+        except Exception as exc:
+            figures.setdefault("errors", []).append(
+                {"figure": kind, "device": device, "dtype": dtype_name, "error": error_text(exc)}
+            )
+        if device not in ("", "cpu"):
+            torch.cuda.empty_cache()
+    if devices != ["cpu"]:
+        torch.backends.cuda.matmul.allow_tf32 = False
+    figures.update(
+        torch_version=torch.__version__,
+        budget_s=budget_s,
+        seconds=round(budget_s - (deadline - time.monotonic()), 3),
+        threads=torch.get_num_threads(),
+        cpus=os.cpu_count(),
+        names={d: (torch.cuda.get_device_name(d) if d != "cpu" else "cpu") for d in devices},
+        free_bytes_used_max=memories,
+    )
+    emit(figures)
+
+
+if __name__ == "__main__":  # the worker and a one-shot run both run it as __main__
+    main()
