@@ -86,11 +86,24 @@ def test_perf_budget_out_of_range_is_a_usage_error(tmp_path: Path) -> None:
 
 
 def test_the_catalog_holds_a_threshold_for_every_figure_with_its_source() -> None:
+    """Every figure has a fraction for each vendor's cards, with why and where from; matmul has one per
+    vendor (of the datasheet) and one of what healthy cards achieve, and achieved figures to apply it to."""
     data = load_performance()
     for figure in FIGURES:
-        threshold = data.fraction(figure)
-        assert threshold is not None, figure
-        assert threshold.why and threshold.source, figure
+        for vendor in ("nvidia", "amd"):
+            threshold = data.fraction(figure, vendor)
+            assert threshold is not None, (figure, vendor)
+            assert threshold.why and threshold.source, (figure, vendor)
+    assert data.fraction("matmul", "nvidia") != data.fraction("matmul", "amd")
+    assert data.fraction("matmul") is None  # no fraction for a card of no known vendor
+    on_achieved = data.fraction("matmul", basis="achieved")
+    assert on_achieved is not None and on_achieved.why and on_achieved.source
+    assert {(a.card, a.dtype) for a in data.achieved} >= {
+        ("h100", "bf16"),
+        ("h200", "bf16"),
+        ("mi300x", "bf16"),
+    }
+    assert all(a.source and a.cite and a.why for a in data.achieved)
 
 
 # ---- the decision, on figures published for GPUs (tests/fixtures/perf/SOURCES.md) -----------------

@@ -1,9 +1,13 @@
-"""Rows of ``performance.toml``: each card's datasheet figures, and how close to them a healthy card gets.
+"""Rows of ``performance.toml``: each card's datasheet figures, what healthy cards achieve, and how close
+to either a healthy card gets.
 
 The ``performance`` validate stage (:mod:`envbuild.validate.performance`) compares what it measures with
-``fraction x datasheet``: the fraction is below the lowest figure published for healthy cards (each
-``[[threshold]]`` row says which measurements it rests on), so a card under it is not merely unlucky.
-Units: TFLOP/s dense (no sparsity), GB/s = 10^9 bytes per second, interconnect per GPU and direction.
+``fraction x reference``: the reference is what healthy cards of the kind achieve (``[[achieved]]``, matmul
+only) where a row has it, else the datasheet; the fraction is below the lowest figure published for
+healthy cards (each ``[[threshold]]`` row says which measurements it rests on), so a card under it is not
+merely unlucky.  The matmul fraction of the datasheet is per vendor (the lock's backend: cuda = NVIDIA,
+rocm = AMD).  Units: TFLOP/s dense (no sparsity), GB/s = 10^9 bytes per second, interconnect per GPU and
+direction.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from envbuild.boundary import INPUT
-from envbuild.catalog.rows import Row, at_least, at_most, fail
+from envbuild.catalog.rows import Row, at_least, at_most, fail, text
 
 Figure = Literal["matmul", "memory_copy", "host_to_device", "device_to_host", "peer_copy", "all_reduce_busbw"]
 FIGURES: tuple[Figure, ...] = (
@@ -27,6 +31,17 @@ FIGURES: tuple[Figure, ...] = (
 # PCIe bandwidth per lane and direction, GB/s, after line coding (PCI-SIG: 2.5/5/8/16/32/64 GT/s;
 # 8b/10b for gen 1-2, 128b/130b for gen 3-5, 242b/256b FLIT for gen 6).
 PCIE_LANE_GBS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
+Vendor = Literal["nvidia", "amd"]
+VENDORS: dict[str, Vendor] = {"cuda": "nvidia", "rocm": "amd"}  # a lock's backend -> whose datasheet
+Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8"]
+# The probe's dtype names (torch's) -> the catalog's.
+DTYPES: dict[str, Dtype] = {
+    "float32": "fp32",
+    "tf32": "tf32",
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "float8_e4m3fn": "fp8",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,11 +49,32 @@ class PerfThreshold(Row):
     figure: Figure
     fraction: float
     why: str
+    # What the fraction is of: the card's datasheet, or what healthy cards achieve ([[achieved]] rows).
+    basis: Literal["datasheet", "achieved"] = "datasheet"
+    vendor: Vendor | None = None  # a fraction for one vendor's cards only; None: every card
 
     def __post_init__(self) -> None:
         super().__post_init__()
         at_least("fraction", self.fraction, 0.05)
         at_most("fraction", self.fraction, 1.0)
+        if self.basis == "achieved" and self.figure != "matmul":
+            fail("basis", "only matmul has [[achieved]] figures")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PerfAchieved(Row):
+    """What one healthy torch device of a card measured: a published or recorded matmul figure."""
+
+    card: str
+    dtype: Dtype
+    tflops: float
+    cite: str  # the source, short enough for a failure message
+    why: str
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        at_least("tflops", self.tflops, 0.1)
+        text("cite", self.cite)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,13 +102,9 @@ class PerfCard(Row):
 
     def matmul_tflops(self, dtype: str) -> float | None:
         """The datasheet's dense figure for a probe dtype (``float32``, ``tf32``, ``bfloat16`` ...)."""
-        return {
-            "float32": self.fp32_tflops,
-            "tf32": self.tf32_tflops,
-            "bfloat16": self.bf16_tflops,
-            "float16": self.fp16_tflops,
-            "float8_e4m3fn": self.fp8_tflops,
-        }.get(dtype)
+        key = DTYPES.get(dtype)
+        value: float | None = None if key is None else getattr(self, f"{key}_tflops")
+        return value
 
     def interconnect_for(self, gpus: int) -> float | None:
         """What one GPU's links carry when ``gpus`` GPUs talk: a pair (2) or an all-reduce over ``gpus``.
@@ -97,12 +129,24 @@ class PerformanceFile:
     __pydantic_config__ = INPUT
     threshold: tuple[PerfThreshold, ...]
     card: tuple[PerfCard, ...]
+    achieved: tuple[PerfAchieved, ...] = ()
 
-    def fraction(self, figure: Figure) -> PerfThreshold | None:
-        return next((t for t in self.threshold if t.figure == figure), None)
+    def fraction(
+        self, figure: Figure, vendor: str | None = None, basis: str = "datasheet"
+    ) -> PerfThreshold | None:
+        """The row for ``figure`` on ``basis``: the vendor's own where it has one, else the one for every
+        card."""
+        rows = [t for t in self.threshold if t.figure == figure and t.basis == basis]
+        own = next((t for t in rows if vendor is not None and t.vendor == vendor), None)
+        return own or next((t for t in rows if t.vendor is None), None)
 
     def for_card(self, card_id: str) -> PerfCard | None:
         return next((c for c in self.card if c.id == card_id), None)
+
+    def achieved_for(self, card_id: str, dtype: str) -> PerfAchieved | None:
+        """What healthy ``card_id`` devices achieve in a probe dtype (``bfloat16`` ...), if recorded."""
+        key = DTYPES.get(dtype)
+        return next((a for a in self.achieved if a.card == card_id and a.dtype == key), None)
 
 
 def load_performance(directory: Path | None = None) -> PerformanceFile:
@@ -122,4 +166,20 @@ def load_performance(directory: Path | None = None) -> PerformanceFile:
             raise CatalogError(
                 f"performance.toml: card[{i}]: {row.id!r} is not a card or a lookalike of cards.toml"
             )
+    seen: set[tuple[str, str]] = set()
+    for i, got in enumerate(data.achieved):
+        card = data.for_card(got.card)
+        sheet: float | None = None if card is None else getattr(card, f"{got.dtype}_tflops")
+        problem = (
+            f"{got.card!r} has no {got.dtype}_tflops [[card]] row"
+            if sheet is None
+            else f"{got.tflops:g} TFLOP/s is above the datasheet's {sheet:g}"
+            if got.tflops > sheet
+            else f"a second row for {got.card} {got.dtype}"
+            if (got.card, got.dtype) in seen
+            else None
+        )
+        if problem:
+            raise CatalogError(f"performance.toml: achieved[{i}]: {problem}")
+        seen.add((got.card, got.dtype))
     return data

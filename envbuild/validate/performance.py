@@ -1,10 +1,13 @@
-"""The ``performance`` stage's decision: each measured figure against the card's datasheet.
+"""The ``performance`` stage's decision: each measured figure against what healthy cards reach.
 
 The probes (``probes/probe_performance.py`` in the warm torch worker, ``probes/probe_collectives.py``
 one process per device) measure; this module compares, purely.  A figure fails when it is below
-``fraction x datasheet`` (:mod:`envbuild.catalog.perf_rows`: the fraction sits below every published
-figure of a healthy card, and names its sources).  When the lock orders several cards, each figure is
-held to the lowest of their datasheets: a healthy card of any of them passes.
+``fraction x reference`` (:mod:`envbuild.catalog.perf_rows`: the fraction sits below every published
+figure of a healthy card, and names its sources).  The reference of a matmul is what healthy devices of
+the card achieve in that dtype where the catalog records it, else the datasheet with the vendor's
+fraction (the lock's backend: cuda = NVIDIA, rocm = AMD); every other figure's is the datasheet.  When
+the lock orders several cards, each figure is held to the lowest of their expectations: a healthy card
+of any of them passes.  tf32 on ROCm is not judged: torch does not use TF32 there by default.
 
 What cannot be compared is reported, never passed in silence: the CPU (no datasheet row), a card or a
 figure the catalog has no value for, a figure the time budget left unmeasured.
@@ -15,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from envbuild.catalog.perf_rows import Figure, PerfCard, PerformanceFile
+from envbuild.catalog.perf_rows import VENDORS, Figure, PerfCard, PerformanceFile
 from envbuild.models import Lock
 from envbuild.validate.decide import result
 from envbuild.validate.model import StageResult
@@ -53,13 +56,18 @@ class Judged:
     datasheet: float | None = None
     fraction: float | None = None
     card: str | None = None
-    basis: str | None = None  # what the datasheet figure is, when not a card's datasheet
+    basis: str | None = None  # what the reference is, when not the card's datasheet
+    achieved: float | None = None  # what healthy devices of the card reach: the reference, when set
+
+    @property
+    def reference(self) -> float | None:
+        return self.achieved if self.achieved is not None else self.datasheet
 
     @property
     def expected(self) -> float | None:
-        if self.datasheet is None or self.fraction is None:
+        if self.reference is None or self.fraction is None:
             return None
-        return round(self.datasheet * self.fraction, 2)
+        return round(self.reference * self.fraction, 2)
 
     @property
     def ok(self) -> bool | None:
@@ -72,6 +80,7 @@ class Judged:
             "measured": self.measured,
             "unit": UNITS[self.figure],
             "datasheet": self.datasheet,
+            "achieved": self.achieved,
             "fraction": self.fraction,
             "expected_at_least": self.expected,
             "card": self.card,
@@ -80,7 +89,7 @@ class Judged:
         }
 
     def problem(self) -> str:
-        assert self.datasheet is not None and self.fraction is not None
+        assert self.reference is not None and self.fraction is not None
         unit = UNITS[self.figure]
         basis = self.basis or f"the {self.card} datasheet's {self.datasheet:g} {unit}"
         return (
@@ -104,6 +113,33 @@ def _lowest(
     return min(found)
 
 
+def _matmul(
+    rows: list[tuple[PerfCard, int]],
+    data: PerformanceFile,
+    vendor: str | None,
+    where: str,
+    dtype: str,
+    tflops: float,
+) -> Judged:
+    """A matmul held to the lowest expectation among the ordered cards: ``fraction x achieved`` where the
+    card and dtype have an achieved figure, else the vendor's ``fraction x datasheet``."""
+    on_achieved = data.fraction("matmul", basis="achieved")
+    on_datasheet = data.fraction("matmul", vendor)
+    options: list[Judged] = []
+    for row, devices in rows:
+        value = row.matmul_tflops(dtype)
+        sheet = None if value is None else round(value / devices, 2)
+        got = data.achieved_for(row.id, dtype)
+        if got is not None and on_achieved is not None:
+            basis = f"the {row.id}'s achieved {got.tflops:g} TFLOP/s {got.dtype} ({got.cite})"
+            options.append(
+                Judged("matmul", where, tflops, sheet, on_achieved.fraction, row.id, basis, got.tflops)
+            )
+        elif sheet is not None and on_datasheet is not None:
+            options.append(Judged("matmul", where, tflops, sheet, on_datasheet.fraction, row.id))
+    return min(options, key=lambda j: j.expected or 0.0, default=Judged("matmul", where, tflops))
+
+
 def judge(
     lock: Lock, figures: dict[str, Any], collectives: dict[str, Any] | None, data: PerformanceFile
 ) -> list[Judged]:
@@ -119,18 +155,14 @@ def judge(
         fraction = threshold.fraction if threshold is not None and datasheet is not None else None
         return Judged(figure, where, measured, datasheet if fraction else None, fraction, card)
 
+    vendor = VENDORS.get(lock.backend)
     out: list[Judged] = []
     for m in figures.get("matmul") or []:
+        dtype = str(m.get("dtype"))
+        if lock.backend == "rocm" and dtype == "tf32":
+            continue  # torch on ROCm does not use TF32 by default: nothing to judge
         if isinstance(m.get("tflops"), (int, float)):
-            dtype = str(m.get("dtype"))
-            out.append(
-                held(
-                    "matmul",
-                    f"{m.get('device')} {dtype}",
-                    float(m["tflops"]),
-                    lambda r, dtype=dtype: r.matmul_tflops(dtype),
-                )
-            )
+            out.append(_matmul(rows, data, vendor, f"{m.get('device')} {dtype}", dtype, float(m["tflops"])))
     for c in figures.get("memory_copy") or []:
         if isinstance(c.get("gbs"), (int, float)):
             out.append(
