@@ -46,6 +46,7 @@ def run_performance(ctx: StageContext) -> StageResult:
             "backend": backend,
             "budget_s": budget * shares["local"],
             "max_bytes": max_bytes,
+            "limit_s": _sweep_limit(ctx),
         }
         collectives = probe(ctx, "performance", "collectives", sweep)
     data = load_performance()
@@ -88,6 +89,7 @@ def _with_fleet(
         "budget_s": budget,
         "timeout_s": 60.0,
         "max_bytes": max_bytes,
+        "limit_s": _sweep_limit(ctx),
     }
     sweep = probe(ctx, "performance", "collectives", args)
     judged = judge_fleet(ctx.lock, sweep, data)
@@ -113,6 +115,13 @@ def _with_fleet(
             res, status="failed", facts=facts_out, error=res.error or judged.problem(), hint=res.hint or hint
         )
     return replace(res, facts=facts_out)
+
+
+def _sweep_limit(ctx: StageContext) -> float:
+    """The all-reduce probe's own limit: within the stage's per-probe timeout (--timeout performance), so
+    that the probe stops its ranks and reports what they measured before it is killed itself.  The
+    sweep's budget starts once the group has formed, so the start-up is no longer inside the budget."""
+    return ctx.timeout("performance") * 0.9
 
 
 def with_load(res: StageResult, under: UnderLoad) -> StageResult:

@@ -9,7 +9,13 @@ Only tensors cross between the ranks.
 Each size is all-reduced (sum, float32) after a warm-up, timed on rank 0 with the devices synchronised,
 and reported with nccl-tests' definitions (github.com/NVIDIA/nccl-tests, doc/PERFORMANCE.md):
 algorithm bandwidth = bytes / time, bus bandwidth = algbw x 2(n-1)/n.  Every rank checks the sum.
-Sizes double from 1 MiB up to ``max_bytes`` while the time budget lasts.
+
+Sizes double from 1 MiB up to ``max_bytes``.  The ranks' start-up (importing torch, joining the group:
+NCCL/gloo initialisation) is not charged to the sweep: its budget (``budget_s``) starts once every rank
+has joined (a barrier after ``init_process_group``), and bounds only the sizes above ``min_bytes``
+(64 MiB), which are always measured once the group forms.  Only the probe's own limit (``limit_s``, the
+caller's, before which the ranks are killed) cuts a sweep short of them.  Rank 0 decides after each size
+whether to measure the next and broadcasts it, so every rank stops at the same size.
 """
 
 from __future__ import annotations
@@ -23,6 +29,21 @@ import time
 from typing import Any
 
 RANK_MARKER = "ENVBUILD-RANK "
+MIN_BYTES = 64 << 20  # always swept once the group forms (up to max_bytes)
+STOPS = ("max_bytes", "budget", "time limit")  # why a sweep ends, as rank 0 broadcasts it (its index)
+
+
+def stop_after(size: int, now: float, started: float, took: float, cfg: dict[str, Any]) -> str | None:
+    """Why the sweep ends after ``size`` (None: measure twice ``size`` next).  ``now`` and ``started``
+    (the group formed) are rank 0's monotonic clock, ``took`` the seconds ``size`` took, ``cfg["stop_s"]``
+    when (on that clock) the ranks must be done before the probe's limit."""
+    if size * 2 > int(cfg["max_bytes"]):
+        return "max_bytes"
+    if now + 2 * took >= float(cfg["stop_s"]):  # the next size takes about twice as long
+        return "time limit"
+    if size * 2 > int(cfg.get("min_bytes", MIN_BYTES)) and now >= started + float(cfg["budget_s"]):
+        return "budget"
+    return None
 
 
 def rank_main(rank: int) -> None:
@@ -45,13 +66,17 @@ def rank_main(rank: int) -> None:
         world_size=world,
         timeout=timedelta(seconds=float(cfg["timeout_s"])),
     )
-    # The sweep ends at the probe's wall-clock deadline: the ranks' start-up (importing torch, joining)
-    # comes out of the budget, so the stage keeps to --perf-budget.
-    deadline = time.monotonic() + max(0.5, float(cfg["deadline_unix"]) - time.time())
+    dist.barrier()  # every rank has joined: the sweep's budget starts now, start-up is not charged to it
+    started = time.monotonic()
+    startup_s = round(time.time() - float(cfg["launched_unix"]), 3)
+    # the probe's limit, on this clock (rank 0's is the one that decides)
+    cfg["stop_s"] = started + float(cfg["stop_unix"]) - time.time()
     rows: list[dict[str, Any]] = []
     size = 1 << 20
     ok = True
+    stopped = "max_bytes"
     while size <= int(cfg["max_bytes"]):
+        began = time.monotonic()
         n = size // 4
         x = torch.full((n,), float(rank + 1), dtype=torch.float32, device=device)
         dist.all_reduce(x)  # warm-up (NCCL builds its rings and channels on the first calls) and check
@@ -86,14 +111,18 @@ def rank_main(rank: int) -> None:
                 "busbw_gbs": round(algbw * 2 * (world - 1) / world, 3),
             }
         )
-        # every rank takes the same decision: rank 0's clock decides whether to go on
-        more = torch.tensor([1.0 if time.monotonic() < deadline else 0.0], device=device)
-        dist.broadcast(more, 0)
-        if float(more.item()) == 0.0:
+        # every rank takes rank 0's decision (the same number of collective calls on each, or a deadlock)
+        now = time.monotonic()
+        why = stop_after(size, now, started, now - began, cfg) if rank == 0 else None
+        code = torch.tensor([float(STOPS.index(why)) if why else -1.0], device=device)
+        dist.broadcast(code, 0)
+        if int(code.item()) >= 0:
+            stopped = STOPS[int(code.item())]
             break
         size *= 2
     dist.destroy_process_group()
-    print(RANK_MARKER + json.dumps({"rank": rank, "sums_ok": ok, "sizes": rows}))
+    answer = {"rank": rank, "sums_ok": ok, "sizes": rows, "startup_s": startup_s, "stopped": stopped}
+    print(RANK_MARKER + json.dumps(answer))
 
 
 def free_port() -> int:
@@ -109,6 +138,12 @@ def main() -> None:
     world = int(args.get("world", 2))
     backend = str(args.get("backend", "gloo"))
     budget_s = float(args.get("budget_s", 20.0))
+    timeout_s = float(args.get("timeout_s", 60.0))
+    # The ranks are killed at the probe's limit: the caller's (limit_s), or the ranks' start-up (each
+    # joins within timeout_s), the sweep and its budget, and the tearing down; they stop sweeping a
+    # margin before it, so that what was measured is reported.
+    limit_s = min(float(args.get("limit_s", 1e9)), budget_s + 2 * timeout_s)
+    margin_s = min(15.0, 0.2 * limit_s)
     # The ranks this machine runs: all of them on one machine; one per lot in a fleet (``rank``), which
     # joins the group node 0 set up (``init_method``, after envbuild's handshake).
     ranks = [int(args["rank"])] if "rank" in args else list(range(world))
@@ -117,9 +152,11 @@ def main() -> None:
         "backend": backend,
         "init_method": str(args.get("init_method") or f"tcp://127.0.0.1:{free_port()}"),
         "budget_s": budget_s,
-        "deadline_unix": time.time() + budget_s,
-        "timeout_s": float(args.get("timeout_s", 60.0)),
+        "launched_unix": time.time(),
+        "stop_unix": time.time() + limit_s - margin_s,
+        "timeout_s": timeout_s,
         "max_bytes": int(args.get("max_bytes", 256 << 20)),
+        "min_bytes": int(args.get("min_bytes", MIN_BYTES)),
     }
     env = {**os.environ, "ENVBUILD_COLLECTIVE": json.dumps(cfg)}
     if backend == "gloo" and "rank" not in args:
@@ -134,7 +171,7 @@ def main() -> None:
         )
         for n, r in enumerate(ranks)
     ]
-    limit = time.monotonic() + budget_s + float(cfg["timeout_s"])
+    limit = time.monotonic() + limit_s
     outs: list[tuple[int | None, str, str]] = []
     for proc in procs:
         try:
@@ -161,6 +198,10 @@ def main() -> None:
             "ranks": ranks,
             "init": "tcp (static)" if "init_method" in args else "tcp (static, loopback)",
             "sizes": done[0]["sizes"] if done else [],
+            "budget_s": budget_s,
+            "min_bytes": cfg["min_bytes"],
+            "startup_s": done[0].get("startup_s") if done else None,  # launch to the group formed (rank 0)
+            "stopped": done[0].get("stopped") if done else None,
             "sums_ok": bool(done) and len(done) == len(ranks) and all(a["sums_ok"] for a in done),
             "errors": errors,
         }
