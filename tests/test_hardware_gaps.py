@@ -74,12 +74,15 @@ def test_correctable_ecc_above_the_threshold_is_a_warning_with_its_source() -> N
 
 
 def test_an_nvlink_link_down_is_a_warning() -> None:
-    # derived: NVML's state of the A100's 12 links (the XML carries none), link 3 down
+    # derived: NVML's state of the A100's 12 links (the XML carries none), link 3 down, on two GPUs
     real = read_capture(XML / "a100-sxm4-v12.xml")
     links = tuple(n != 3 for n in range(12))
-    facts = replace(real, devices=(replace(real.devices[0], nvlink_up=links),))
-    (warn,) = [f for f in run(facts, "a100-80gb") if f.code == "W-HW-NVLINK"]
-    assert "NVLink link(s) 3 down of 12" in warn.message
+    dev = replace(real.devices[0], nvlink_up=links)
+    facts = replace(real, devices=(dev, replace(dev, index=1, pci_bus_id="00000000:0F:00.0", uuid=None)))
+    warnings = [f for f in run(facts, "a100-80gb") if f.code == "W-HW-NVLINK"]
+    assert warnings and "NVLink link(s) 3 down of 12" in warnings[0].message
+    alone = replace(real, devices=(dev,))  # the same card, the only one visible: its links carry nothing
+    assert not [f for f in run(alone, "a100-80gb") if f.code == "W-HW-NVLINK"]
 
 
 def test_mi300x_partitions_cpx_and_nps4_are_errors() -> None:

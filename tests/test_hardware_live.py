@@ -64,3 +64,40 @@ def test_the_binding_is_named_by_its_distribution() -> None:
     assert live.binding_name(pynvml) == f"nvidia-ml-py {version('nvidia-ml-py')}"
     other = type("Module", (), {"__file__": "/elsewhere/pynvml.py"})()
     assert live.binding_name(other).startswith("pynvml from /elsewhere/pynvml.py (not nvidia-ml-py ")
+
+
+def test_amd_smi_static_and_metric_are_read_together(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`amd-smi static` holds the identity and the maximum link, `amd-smi metric` the use, the memory in
+    use, the current link and the ECC counts: both are read, so an MI300X is judged under load.  The two
+    documents are transcribed (tests/fixtures/smi/README.md), served by a script named amd-smi on PATH."""
+    smi = Path(__file__).parent / "fixtures" / "smi"
+    tool = tmp_path / "amd-smi"
+    tool.write_text(
+        "#!/bin/sh\n"
+        f'[ "$1 $2" = "static --json" ] && exec cat {smi / "amd-smi-static-mi300x.json"}\n'
+        f'[ "$1 $2" = "metric --json" ] && exec cat {smi / "amd-smi-metric-mi300x.json"}\n'
+        "exit 2\n",
+        encoding="utf-8",
+    )
+    tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    got = live.amd_facts()
+    assert got is not None
+    (dev,) = got.devices
+    assert (dev.name, dev.arch, dev.pcie.gen_max, dev.power_limit_w) == (
+        "AMD Instinct MI300X",
+        "gfx942",
+        5,
+        750,
+    )
+    assert (dev.utilization_gpu_pct, dev.pcie.gen_current, dev.ecc.volatile_correctable) == (100, 4, 3)
+    assert dev.memory_used_mib is not None and dev.memory_used_mib > 170_000
+
+    from envbuild.catalog import load_catalog
+    from envbuild.hardware.rules import Order, judge
+
+    catalog = load_catalog()
+    mi300x = catalog.card("mi300x")
+    assert mi300x is not None
+    codes = [f.code for f in judge(got, Order(targets=(mi300x,)), catalog)]
+    assert "W-HW-PCIE-GEN" in codes  # gen 4 of 5 under load: judged only because metric was read

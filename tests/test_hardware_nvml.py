@@ -316,7 +316,8 @@ def test_fabric_through_the_two_argument_call_of_an_older_library(stubs: Path, t
     dev = got["nvml"].devices[0]
     assert "nvmlDeviceGetGpuFabricInfo" in got["calls"]
     assert (dev.fabric_state, dev.fabric_status) == ("In Progress", None)
-    assert [c for c, _ in judged(got["nvml"], state)[1]] == ["E-HW-FABRIC"]
+    # one GPU visible: the unfinished fabric is said, not failed (hardware/rules.py: fabric)
+    assert "E-HW-FABRIC" not in [c for c, _ in judged(got["nvml"], state)[1]]
 
 
 # ---- NVML failing: every query guarded ----------------------------------------------------------

@@ -132,12 +132,55 @@ def test_compute_mode_and_fabric() -> None:
         ("<compute_mode>Default<", "<compute_mode>Exclusive_Process<"),
         ("<state>N/A</state>", "<state>Not Started</state>"),
     )
+    assert "compute mode Exclusive_Process" in one(run(facts, "a100-80gb"), "W-HW-COMPUTE-MODE")
+    # derived: a second GPU of the same board beside it, so NVLink between GPUs is in use
+    (dev,) = facts.devices
+    pair = replace(facts, devices=(dev, replace(dev, index=1, pci_bus_id="00000000:0F:00.0", uuid=None)))
+    errors = [f.message for f in run(pair, "a100-80gb", gpus=2) if f.code == "E-HW-FABRIC"]
+    assert len(errors) == 2 and all("nvidia-fabricmanager" in m for m in errors)
+
+
+def test_one_gpu_alone_is_not_failed_for_its_fabric() -> None:
+    """A GPU passed through alone from an NVSwitch board may read "Not Started" with nothing wrong: with
+    one GPU visible nothing travels over NVLink, so the state is said (unjudged), not an error."""
+    facts = capture("a100-sxm4-v12.xml", ("<state>N/A</state>", "<state>Not Started</state>"))  # derived
     findings = run(facts, "a100-80gb")
-    assert "compute mode Exclusive_Process" in one(findings, "W-HW-COMPUTE-MODE")
-    assert "nvidia-fabricmanager" in one(findings, "E-HW-FABRIC")
+    assert not [f for f in findings if f.code == "E-HW-FABRIC"]
+    assert "fabric (device 0" in one(findings, "I-HW-UNJUDGED")
+    assert "'Not Started', status 'N/A': unused by a job on one GPU" in one(findings, "I-HW-UNJUDGED")
 
 
 def test_count_and_memory_against_the_order() -> None:
     findings = run(capture("rtx-3090-v12.xml"), gpus=2, need=30)
     assert "lists 1 device(s); the job needs 2" in one(findings, "E-HW-COUNT")
     assert "the job needs 30 GiB per device" in one(findings, "E-HW-MEMORY")
+
+
+def test_an_sm_clock_below_half_its_maximum_under_load_fails_with_no_reason_reported() -> None:
+    """Derived from the A100 capture: busy, no slowdown reason active (a GeForce card or a VM may report
+    none), the SM clock at 600 of 1410 MHz; then at 1275 MHz, a healthy boost under a power cap."""
+    (dev,) = capture("a100-sxm4-v12.xml").devices
+    busy = replace(
+        dev, utilization_gpu_pct=100.0, clock_event_reasons=(), sm_clock_max_mhz=1410.0, mig_mode=None
+    )
+    slow = replace(capture("a100-sxm4-v12.xml"), devices=(replace(busy, sm_clock_mhz=600.0),))
+    assert "SM clock 600 of 1410 MHz (43%) under load (100% busy)" in one(
+        run(slow, "a100-80gb"), "E-HW-CLOCKS"
+    )
+    fine = replace(slow, devices=(replace(busy, sm_clock_mhz=1275.0),))
+    assert not [f for f in run(fine, "a100-80gb") if f.code.endswith("HW-CLOCKS")]
+
+
+def test_a_slowdown_under_load_names_the_sm_clock() -> None:
+    (dev,) = capture("a100-sxm4-v12.xml").devices  # derived: HW slowdown active at 1200 of 1410 MHz
+    hot = replace(
+        dev,
+        utilization_gpu_pct=97.0,
+        clock_event_reasons=("hw_slowdown",),
+        sm_clock_mhz=1200.0,
+        sm_clock_max_mhz=1410.0,
+    )
+    facts = replace(capture("a100-sxm4-v12.xml"), devices=(hot,))
+    assert "HW slowdown active (SM clock 1200 of 1410 MHz) under load" in one(
+        run(facts, "a100-80gb"), "E-HW-CLOCKS"
+    )

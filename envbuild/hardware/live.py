@@ -20,6 +20,7 @@ from typing import Any
 
 from envbuild.errors import CaptureError
 from envbuild.hardware.amd import parse_amd_smi, parse_rocm_smi
+from envbuild.hardware.merge import merge
 from envbuild.hardware.nvidia_xml import parse_nvidia_xml
 from envbuild.hardware.nvml_device import Nvml, binding_errors, nvml_errors, read_device
 from envbuild.models.hardware import HardwareFacts, Provenance
@@ -143,8 +144,14 @@ def nvidia_facts() -> HardwareFacts | None:
 
 
 def amd_facts() -> HardwareFacts | None:
-    """``amd-smi static --json`` (ROCm 6+), else ``rocm-smi --json``; None without either."""
-    return _from_tool(["amd-smi", "static", "--json"], parse_amd_smi) or _from_tool(
+    """``amd-smi static --json`` merged with ``amd-smi metric --json`` (ROCm 6+: the identity, maximum
+    link and power cap from the first; use, memory in use, the current PCIe link and ECC counts from the
+    second, so a card is judged under load), else ``rocm-smi --json``; None without either."""
+    static = _from_tool(["amd-smi", "static", "--json"], parse_amd_smi)
+    if static is not None:
+        metric = _from_tool(["amd-smi", "metric", "--json"], parse_amd_smi)
+        return static if metric is None else merge([static, metric])
+    return _from_tool(
         ["rocm-smi", "--showproductname", "--showbus", "--showmeminfo", "vram", "--showuse", "--json"],
         parse_rocm_smi,
     )

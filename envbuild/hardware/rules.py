@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from envbuild.hardware import fit
+from envbuild.hardware import fit, interconnect
 from envbuild.hardware.judge import IDLE_PCT, LOADED_PCT, Judge, Order, gib, label, load
 from envbuild.models import Finding
 from envbuild.models.hardware import NOT_APPLICABLE
@@ -43,6 +43,10 @@ SLOWDOWNS = {
     "sw_thermal_slowdown": "SW thermal slowdown",
     "hw_power_brake_slowdown": "HW power brake",
 }
+# Under load, boost clocks come down for power and heat, but not to half: a data-centre card's base clock,
+# which NVIDIA guarantees under full load, is 0.78-0.80 of its maximum (A100 SXM 1095/1410, H100 SXM
+# 1590/1980 MHz, NVIDIA's datasheets).  Below half the maximum is throttling, reported or not.
+SM_CLOCK_FLOOR = 0.5
 # MI300X compute partitions: how many devices one card becomes (AMD Instinct MI300X partitioning docs).
 AMD_PARTITIONS = {"SPX": 1, "DPX": 2, "TPX": 3, "QPX": 4, "CPX": 8}
 
@@ -167,24 +171,35 @@ def pcie(j: Judge) -> None:
 
 
 def clocks(j: Judge) -> None:
-    """HW slowdown, thermal slowdown or power brake: an error under load, a warning otherwise."""
+    """HW slowdown, thermal slowdown or power brake: an error under load, a warning otherwise.  Under load,
+    an SM clock below :data:`SM_CLOCK_FLOOR` of its maximum is an error too, whatever reasons the source
+    reports (a GeForce card or a VM may report none)."""
     for dev in j.facts.devices:
+        state = load(dev)
+        sm, top = dev.sm_clock_mhz, dev.sm_clock_max_mhz
+        clock = f" (SM clock {sm:g} of {top:g} MHz)" if sm is not None and top else ""
+        fix = "ask the provider to check the cooling and the power supply, or for another machine"
         if dev.clock_event_reasons is None:
             j.skip("clocks", f"clock event reasons not reported by {j.facts.source}")
-            continue
-        active = [SLOWDOWNS[r] for r in dev.clock_event_reasons if r in SLOWDOWNS]
-        if not active:
-            continue
-        state = load(dev)
-        msg = f"{label(dev)}: {', '.join(active)} active"
-        fix = "ask the provider to check the cooling and the power supply, or for another machine"
-        if state == "loaded":
-            j.out.error("E-HW-CLOCKS", f"{msg} under load: the card runs below its clocks; {fix}")
+            active: list[str] = []
         else:
-            j.out.warning(
-                "W-HW-CLOCKS",
-                f"{msg} while {'idle' if state == 'idle' else 'not under load'}: it will hold back a job; "
-                f"{fix}",
+            active = [SLOWDOWNS[r] for r in dev.clock_event_reasons if r in SLOWDOWNS]
+        if active:
+            msg = f"{label(dev)}: {', '.join(active)} active{clock}"
+            if state == "loaded":
+                j.out.error("E-HW-CLOCKS", f"{msg} under load: the card runs below its clocks; {fix}")
+            else:
+                j.out.warning(
+                    "W-HW-CLOCKS",
+                    f"{msg} while {'idle' if state == 'idle' else 'not under load'}: it will hold back a "
+                    f"job; {fix}",
+                )
+        elif state == "loaded" and sm is not None and top and sm < SM_CLOCK_FLOOR * top:
+            j.out.error(
+                "E-HW-CLOCKS",
+                f"{label(dev)}: SM clock {sm:g} of {top:g} MHz ({sm / top:.0%}) under load "
+                f"({dev.utilization_gpu_pct:g}% busy), with no slowdown reason reported: the card runs "
+                f"below half its clocks; {fix}",
             )
 
 
@@ -203,7 +218,7 @@ def power(j: Judge) -> None:
             )
 
 
-# ---- processes, compute mode, NVLink, fabric ------------------------------------------------------
+# ---- processes, compute mode (NVLink, fabric: envbuild.hardware.interconnect) -------------------------
 
 
 def processes(j: Judge) -> None:
@@ -257,43 +272,6 @@ def compute_mode(j: Judge) -> None:
             )
 
 
-def nvlink(j: Judge) -> None:
-    """A link down on a card that has links: a warning."""
-    for dev in j.facts.devices:
-        if dev.nvlink_up is None:
-            if j.facts.vendor == "nvidia":
-                j.skip("NVLink", f"not reported by {j.facts.source}")
-            continue
-        down = [i for i, up in enumerate(dev.nvlink_up) if not up]
-        if dev.nvlink_up and down:
-            j.out.warning(
-                "W-HW-NVLINK",
-                f"{label(dev)}: NVLink link(s) {', '.join(map(str, down))} down of {len(dev.nvlink_up)}: "
-                "GPU-to-GPU traffic falls back to slower paths; ask the provider to check the NVLink bridge "
-                "or baseboard",
-            )
-
-
-def fabric(j: Judge) -> None:
-    """A fabric state other than completed (an NVSwitch system): an error.  N/A: no finding."""
-    for dev in j.facts.devices:
-        state, status = dev.fabric_state, dev.fabric_status
-        if state is None:
-            if j.facts.vendor == "nvidia":
-                j.skip("fabric", f"not reported by {j.facts.source}")
-            continue
-        if state == NOT_APPLICABLE:
-            continue
-        failed = status not in (None, NOT_APPLICABLE) and status.lower() != "success"
-        if state.lower() != "completed" or failed:
-            j.out.error(
-                "E-HW-FABRIC",
-                f"{label(dev)}: NVLink fabric state {state!r}{f', status {status!r}' if status else ''}: "
-                "NVLink does not work until the fabric manager completes; ask the provider to start "
-                "nvidia-fabricmanager (its version must equal the driver's)",
-            )
-
-
 Rule = Callable[[Judge], None]
 
 
@@ -309,8 +287,8 @@ def rules() -> tuple[Rule, ...]:
         power,
         processes,
         compute_mode,
-        nvlink,
-        fabric,
+        interconnect.nvlink,
+        interconnect.fabric,
     )
 
 

@@ -32,7 +32,7 @@ CODES: dict[str, str] = {
     "E-HW-ECC": "uncorrectable ECC errors, a pending page retirement, or a pending/failed row remap",
     "E-HW-FABRIC": "the NVLink fabric (NVSwitch system) is not completed: the fabric manager is down",
     "E-HW-IDENTITY": "the card received is not the card ordered (a lookalike, or a smaller card)",
-    "E-HW-CLOCKS": "HW slowdown, thermal slowdown or power brake active under load",
+    "E-HW-CLOCKS": "under load: a HW/thermal slowdown or power brake, or the SM clock below half its max",
     "E-HW-MEMORY": "a device holds less than the per-device need plus the runtime reserve",
     "E-HW-MIG": "MIG or an MI300X partition mode splits the card into smaller devices",
     "E-HOST-ARCH": "the card's host is not x86_64 (GB200: aarch64)",

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 # What is asked, per backend, in order (envbuild.hardware.live).
 TRIED = {
     "cuda": "NVML (nvidia-ml-py), nvidia-smi -q -x",
-    "rocm": "amd-smi static --json, rocm-smi --json",
+    "rocm": "amd-smi static --json + amd-smi metric --json, rocm-smi --json",
 }
 NO_TOOL_HINT = {
     "cuda": "start the container with `--gpus all` and NVIDIA_DRIVER_CAPABILITIES including `utility` "
