@@ -318,7 +318,8 @@ def test_a_slowdown_under_load_fails_the_stage_and_names_the_fix(
     res = with_load(result("performance", figures=[]), under)
     assert res.status == "failed"
     assert res.error == (
-        "E-HW-CLOCKS: device 0 (NVIDIA GeForce RTX 3080): HW slowdown active (SM clock 1950 of 2100 MHz) under load"
+        "E-HW-CLOCKS: device 0 (NVIDIA GeForce RTX 3080): HW slowdown active "
+        "(SM clock 1950 of 2100 MHz) under load"
     )
     assert res.hint == (
         "the card runs below its clocks; ask the provider to check the cooling and the power supply, "
