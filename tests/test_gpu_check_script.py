@@ -130,7 +130,10 @@ def test_device_profile_renders_for_the_h200(tmp_path: Path) -> None:
     assert (lock["backend"], lock["accelerator_version"], lock["torch_version"]) == ("cuda", "13.0", "2.11.0")
     assert (lock["python_version"], lock["os"]) == ("3.12", "ubuntu24.04")
     assert [t["id"] for t in lock["targets"]] == ["h200"]
-    assert lock["compile_extensions"] is True and lock["extensions"] == ["triton"]
+    # The probe ops are compiled once per run: gpu-check.sh builds them as the builder stage does, and
+    # compile_extensions (compile them again on arrival) stays off.
+    assert lock["probe_ops"] == ["cpp", "cuda"]
+    assert lock["compile_extensions"] is False and lock["extensions"] == ["triton"]
     assert lock["gpu_memory_gib"] == 100.0
     assert "sm_90" in lock["required_archs"]
 
