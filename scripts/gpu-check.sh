@@ -6,25 +6,49 @@
 # Docker, no internet).  The validator runs there directly on the host, not in a container.
 #
 #   OUT set   (device run):  profile tests/gpu/h200-torch211.toml, interpreter `python3`.
-#   OUT unset (dry run on a CPU host): profile tests/gpu/dryrun-cuda-host.toml (a CUDA lock without
-#             torch, Python = the local interpreter), interpreter .venv/bin/python when present; the
-#             accelerator stage then fails with the real "no GPU visible" diagnosis, and the script
-#             still writes and verifies the report.  Results go to a temporary folder (printed).
-#   Overrides: GPU_CHECK_PROFILE=path.toml, GPU_CHECK_PYTHON=interpreter, GPU_CHECK_BUDGET_S=seconds.
+#   OUT unset (dry run on a CPU host): profile tests/gpu/dryrun-cuda-host.toml (a CUDA lock for one
+#             A100 80GB without torch, Python = the local interpreter), interpreter .venv/bin/python when
+#             present, and NVML answered by the NVML stand-in (tests/nvml_stub, made by
+#             tests/gpu/dryrun_nvml.py: the healthy A100-SXM4-80GB of tests/test_hardware_nvml.py, loaded
+#             by the real nvidia-ml-py through LD_LIBRARY_PATH, its NVML version "stand-in ...").  The
+#             accelerator and devices stages then pass on the stand-in's facts, the container stage
+#             fails with the real "no /dev/nvidia* device nodes" diagnosis (exit 1), and the script still
+#             writes and verifies the report.  Results go to a temporary folder (printed).
+#   Overrides: GPU_CHECK_PROFILE=path.toml, GPU_CHECK_PYTHON=interpreter, GPU_CHECK_BUDGET_S=seconds
+#             (the whole script's, 270 by default), GPU_CHECK_NVML_STUB=DIR (dry run: a folder holding
+#             an already built stand-in libnvidia-ml.so.1; "none": no stand-in, no vendor tool answers).
 #
-# Steps: 1. print the environment; 2. render the profile (`envbuild render --force`) and rewrite the
-# lock's python_executable; 3. `envbuild validate --keep-going` with stage timeouts (the performance stage
-# with a 45 s budget: matmul, bandwidths, an all-reduce, the hardware sampled under load), the whole run
-# capped at GPU_CHECK_BUDGET_S (390 s), then `envbuild report verify` (--keep-going runs every stage
-# whose facts are there: a package difference on a bare host no longer hides the GPU stages); 4. print a
-# compact summary and copy report.json, report.md, junit.xml, the lock and the whole run folder
-# (run.tar.gz, verifiable off the machine) to $OUT; 5. capture the hardware (nvidia-smi-q-x.xml and
-# hardware.json: NVML facts and the rules' verdicts) for a fixture: at most 7 files, none in a
-# sub-folder, so a log tee'd to $OUT fits the device tool's limit (8 files back, at most 2 folders down).
+# Steps: 1. print the environment; 2. render the profile (`envbuild render --force`), build the probe ops
+# once, as the image's builder stage does (nvcc for the ordered card's sm_90 only), and rewrite the lock's
+# python_executable; 3. `envbuild validate --keep-going` with stage timeouts (the performance stage with a
+# 30 s budget: matmul per dtype, bandwidths, the hardware sampled under load), then `envbuild report
+# verify` (--keep-going runs every stage whose facts are there: a package difference on a bare host no
+# longer hides the GPU stages); 4. print a compact summary and copy report.json, report.md, junit.xml, the
+# lock and the whole run folder (run.tar.gz, verifiable off the machine) to $OUT; 5. capture the hardware
+# (tests/gpu/hardware_capture.py: nvidia-smi-q-x.xml, and hardware.json with NVML's facts, every raw
+# value NVML returned for each call envbuild made, printed per device beside the parsed DeviceFacts, and
+# the rules' verdicts) for a fixture: at most 7 files, none in a sub-folder, so a log tee'd to $OUT fits
+# the device tool's limit (8 files back, at most 2 folders down).
+#
+# Time: under 5 minutes on one H200, install and compile included.  GPU_CHECK_BUDGET_S (270 s) counts from
+# the script's start, and each step is capped by what is left of it less what the steps after it need
+# (expected on one H200 / at most):
+#   environment, wheels       ~20 s / 60 s each (torch's first CUDA init; pip --no-index)
+#   render                     ~3 s / 60 s
+#   probe ops                 ~70 s / 150 s, and never into the budget's last 115 s (the C++ op, then the
+#                                     CUDA op with nvcc for sm_90 only; out of time: validate skips them)
+#   validate                  ~90 s / until 35 s before the budget ends: SIGTERM (the report is still
+#                                     written, exit 143), SIGKILL 10 s later; the performance stage
+#                                     measures for 30 s (--perf-budget 30)
+#   verify, summary, capture  ~10 s / the budget's last 25 s
+# Expected about 195 s.  A step reached once the budget is spent still gets 5 s: at worst 270 s + 3 x 5 s
+# for the steps after validate = 285 s, under 300 s.
 #
 # The device run, from the repo root of a session that has the tool (wheels fetched first, see below):
 #   run(command='set -o pipefail; bash scripts/gpu-check.sh 2>&1 | tee "$OUT/gpu-check.log"',
-#       carry=[".whl"], timeout_s=540)
+#       carry=[".whl"], timeout_s=300)
+# 300 s of command plus a minute or two to start a machine, twice: a rerun fits in the 15 minutes of
+# device time a session has, even on a fresh machine (2 x (300 + 120) = 840 s).
 #
 # Exit status: the validator's (0 passed, 1 a stage failed, 143 the time budget ran out: the report is
 # still written), or 1 when it passed but the report does not verify, or 2 when envbuild cannot run.
@@ -57,6 +81,18 @@ if [ "${1:-}" = "--fetch-wheels" ]; then
   exit 0
 fi
 
+START=$SECONDS
+BUDGET="${GPU_CHECK_BUDGET_S:-270}"
+POST_S=25  # the report verify, summary and hardware capture after validate
+# within CAP [RESERVE]: the seconds a step may take: CAP, or what is left of the budget less RESERVE (what
+# the steps after it need, POST_S by default) when that is less; at least 5.
+within() {
+  local left=$((BUDGET - (SECONDS - START) - ${2:-$POST_S}))
+  [ "$left" -lt "$1" ] || left=$1
+  [ "$left" -ge 5 ] || left=5
+  echo "$left"
+}
+
 DRY=0
 if [ -z "${OUT:-}" ]; then
   DRY=1
@@ -77,7 +113,27 @@ PY="$(command -v "$PY")" || { echo "gpu-check: no interpreter $PY" >&2; exit 2; 
 # Absolute (probes such as the checkpoint run in another folder), links kept (a venv's bin/python).
 PY="$(cd "$(dirname "$PY")" && pwd)/$(basename "$PY")"
 
-section() { printf '\n=== %s\n' "$*"; }
+section() { printf '\n=== %s (at %ss)\n' "$*" $((SECONDS - START)); }
+
+# The dry run's NVML: the stand-in, so that the devices stage and the hardware capture read a healthy
+# A100 through the real nvidia-ml-py (never on the device run: there NVML is the driver's).
+NVML_NOTE="the driver's libnvidia-ml.so.1"
+if [ "$DRY" = 1 ] && [ "${GPU_CHECK_NVML_STUB:-}" != none ]; then
+  section "NVML stand-in (dry run)"
+  NVML_DIR="${GPU_CHECK_NVML_STUB:-$WORK/nvml-stand-in}"
+  timeout 120 "$PY" "$REPO/tests/gpu/dryrun_nvml.py" "$NVML_DIR" "$WORK/nvml-state" || {
+    echo "gpu-check: the NVML stand-in could not be made (it needs gcc, and the test extra in $PY:" \
+      "pytest, defusedxml, nvidia-nvml-dev; GPU_CHECK_NVML_STUB=none runs the dry run without it)" >&2
+    exit 2
+  }
+  NVML_DIR="$(cd "$NVML_DIR" && pwd)" || exit 2
+  export LD_LIBRARY_PATH="$NVML_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" NVML_STUB_STATE="$WORK/nvml-state"
+  NVML_NOTE="the NVML stand-in in $NVML_DIR (no GPU behind it)"
+elif [ "$DRY" = 1 ]; then
+  NVML_NOTE="this host's libnvidia-ml.so.1, if any (GPU_CHECK_NVML_STUB=none: no stand-in)"
+elif [ -n "${GPU_CHECK_NVML_STUB:-}" ]; then
+  echo "gpu-check: GPU_CHECK_NVML_STUB is for the dry run only: ignored (OUT is set)"
+fi
 
 # envbuild run by the interpreter under test, with the wheel folder and the repo on its own sys.path.
 LAUNCH_PREFIX='import sys
@@ -88,22 +144,29 @@ LAUNCH_MAIN='from envbuild.cli import main
 main()'
 LAUNCH="$LAUNCH_PREFIX
 $LAUNCH_MAIN"
-envbuild() { "$PY" -c "$LAUNCH" "$SITE:$REPO" "$@"; }
+# envbuild_within CAP RESERVE ARGS...: envbuild ARGS, stopped after `within CAP RESERVE` seconds.
+envbuild_within() {
+  local cap
+  cap="$(within "$1" "$2")"
+  shift 2
+  timeout "$cap" "$PY" -c "$LAUNCH" "$SITE:$REPO" "$@"
+}
 
 # -- 1. the environment ------------------------------------------------------------------------------
 section "environment ($([ "$DRY" = 1 ] && echo 'dry run, no OUT' || echo "OUT=$OUT"))"
 date -u
 uname -srm
 grep -h '^PRETTY_NAME=' /etc/os-release 2>/dev/null || true
+echo "NVML: $NVML_NOTE"
 if command -v nvidia-smi >/dev/null 2>&1; then
-  nvidia-smi || true
-  nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv || true
+  timeout 30 nvidia-smi || true
+  timeout 30 nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv || true
 else
   echo "nvidia-smi: not on PATH"
 fi
-if command -v nvcc >/dev/null 2>&1; then nvcc --version | tail -n 2; else echo "nvcc: not on PATH"; fi
+if command -v nvcc >/dev/null 2>&1; then timeout 30 nvcc --version | tail -n 2; else echo "nvcc: not on PATH"; fi
 echo "interpreter under test: $PY"
-"$PY" - <<'EOF'
+timeout "$(within 60)" "$PY" - <<'EOF'
 import sys
 print("python", sys.version.split()[0], "prefix", sys.prefix)
 try:
@@ -131,8 +194,8 @@ import defusedxml, jinja2, packaging, pydantic, rich' "$SITE:$REPO" 2>/dev/null
 }
 if ! deps_ok && [ -d "$REPO/.whl" ] && compgen -G "$REPO/.whl/*.whl" >/dev/null; then
   section "installing carried wheels from .whl/ into $SITE (--no-index)"
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
-    "$REPO"/.whl/*.whl || { echo "gpu-check: installing .whl/*.whl failed" >&2; exit 2; }
+  timeout "$(within 60)" "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target "$SITE" "$REPO"/.whl/*.whl || { echo "gpu-check: installing .whl/*.whl failed" >&2; exit 2; }
 fi
 if ! deps_ok; then
   cat >&2 <<EOF
@@ -157,26 +220,38 @@ else
   PROFILE=tests/gpu/h200-torch211.toml
 fi
 section "render $PROFILE"
-envbuild render "$PROFILE" --force --out "$WORK/bundle" || { echo "gpu-check: render failed" >&2; exit 2; }
+envbuild_within 60 "$POST_S" render "$PROFILE" --force --out "$WORK/bundle" ||
+  { echo "gpu-check: render failed" >&2; exit 2; }
 LOCK="$WORK/bundle/envbuild.lock.json"
 # The validator's probe ops as the image's builder stage builds them (the bundle's envbuild-probe-ops.py,
-# nvcc, the ordered card's arch only): validate then loads these, and compile_extensions compiles them
-# here too.  No ops in the lock (the dry-run profile has no torch): nothing to build.
+# nvcc, the ordered card's arch only): validate then loads these and compiles nothing (the profile leaves
+# compile_extensions off), so each op is compiled once per run.  No ops in the lock (the dry-run profile
+# has no torch): nothing to build.  Never into the budget's last 115 s, which validate needs: a build that
+# runs out of time leaves the ops out of the lock (validate would only spend that time again compiling
+# them); a build that fails otherwise leaves validate to compile them, as it does outside an image.
 OPS_DIR=""
+OPS_DROPPED=""
 if [ -f "$WORK/bundle/envbuild-probe-ops.py" ]; then
-  section "probe ops, built as in the builder stage"
+  ops_limit="$(within 150 $((POST_S + 90)))"
+  section "probe ops, built as in the builder stage (at most ${ops_limit}s)"
   gpu_args=()
   if "$PY" -c 'import json,sys; sys.exit("cuda" not in json.load(open(sys.argv[1]))["probe_ops"])' "$LOCK"; then
     gpu_args=(--gpu cuda --require-gpu)
   fi
   archs="$("$PY" -c 'import json,sys; print(";".join(a[3:-1]+"."+a[-1] for a in json.load(open(sys.argv[1]))["required_archs"] if a.startswith("sm_")))' "$LOCK")"
-  if TORCH_CUDA_ARCH_LIST="$archs" "$PY" "$WORK/bundle/envbuild-probe-ops.py" build "$WORK/probe-ops" "${gpu_args[@]}"; then
+  TORCH_CUDA_ARCH_LIST="$archs" timeout "$ops_limit" \
+    "$PY" "$WORK/bundle/envbuild-probe-ops.py" build "$WORK/probe-ops" "${gpu_args[@]}"
+  ops_code=$?
+  if [ "$ops_code" = 0 ]; then
     OPS_DIR="$WORK/probe-ops"
+  elif [ "$ops_code" = 124 ]; then
+    OPS_DROPPED="their build ran out of its ${ops_limit}s"
+    echo "gpu-check: the probe ops did not build in ${ops_limit}s: validate skips them" >&2
   else
-    echo "gpu-check: the probe ops did not build (validate compiles them instead)" >&2
+    echo "gpu-check: the probe ops did not build (exit $ops_code): validate compiles them instead" >&2
   fi
 fi
-export OPS_DIR
+export OPS_DIR OPS_DROPPED
 # The lock names the image's interpreter (/opt/venv/bin/python), which does not exist on a bare host:
 # point python_executable at the interpreter under test (nothing else changes), so that the
 # interpreter stage compares the lock with the environment actually validated here.
@@ -191,6 +266,9 @@ named = os.path.join(sys.prefix, "bin", os.path.basename(sys.executable))
 lock["python_executable"] = named if os.path.isfile(named) else sys.executable
 if os.environ.get("OPS_DIR"):
     lock["probe_ops_dir"] = os.environ["OPS_DIR"]  # the ops built above, as the image would hold them
+if os.environ.get("OPS_DROPPED"):
+    lock["probe_ops"] = []
+    print("lock: probe_ops -> [] (" + os.environ["OPS_DROPPED"] + ")")
 with open(path, "w", encoding="utf-8") as fh:
     json.dump(lock, fh, indent=2, sort_keys=True)
     fh.write("\n")
@@ -198,24 +276,27 @@ print("lock:", path, "python_executable ->", lock["python_executable"])
 EOF
 
 # -- 3. validate, then verify the report -----------------------------------------------------------------
-# Stage limits sized for one H200 (first CUDA init, nvcc + C++ compiles of the custom ops, a 105 GiB
-# allocation); each validation is capped at GPU_CHECK_BUDGET_S (SIGTERM: the validator stops the probe
-# and still writes the report, exit 143).
-BUDGET="${GPU_CHECK_BUDGET_S:-390}"
+# Stage limits sized for one H200 with the probe ops already built (first CUDA init, loading the ops and
+# a Triton kernel's JIT, a 100 GiB allocation, 30 s of performance figures); the extensions stage keeps
+# room to compile the ops should their build above have failed.  The validation as a whole gets SIGTERM
+# POST_S + 10 s before the budget ends (the validator stops the probe and still writes the report, exit
+# 143), and SIGKILL 10 s later.
 mkdir -p "$WORK/workdir"  # --workdir: where the checkpoint stage writes (runs/envbuild-checkpoint)
-TIMEOUTS=(--timeout interpreter=60 --timeout os=60 --timeout packages=90 --timeout accelerator=90
-  --timeout devices=90 --timeout compute=120 --timeout extensions=240 --timeout memory=120
-  --timeout checkpoint=90 --timeout performance=120 --perf-budget 45)
+TIMEOUTS=(--timeout interpreter=30 --timeout os=30 --timeout packages=60 --timeout accelerator=60
+  --timeout devices=45 --timeout compute=60 --timeout extensions=120 --timeout memory=60
+  --timeout checkpoint=60 --timeout performance=60 --perf-budget 30)
 
-# validate LAUNCHER RUNS_DIR: run the validator, print the run folder on fd 3, return its exit code.
+# validate LAUNCHER RUNS_DIR: run the validator, return its exit code.
 validate() {
-  section "validate -> $2 (budget ${BUDGET}s)"
-  timeout --preserve-status -k 30 "$BUDGET" "$PY" -c "$1" "$SITE:$REPO" validate --lock "$LOCK" \
+  local limit
+  limit="$(within 100000 $((POST_S + 10)))"  # SIGKILL by the budget less POST_S
+  section "validate -> $2 (SIGTERM after ${limit}s, of a ${BUDGET}s budget)"
+  timeout --preserve-status -k 10 "$limit" "$PY" -c "$1" "$SITE:$REPO" validate --lock "$LOCK" \
     --python "$PY" --keep-going --out "$2" --workdir "$WORK/workdir" "${TIMEOUTS[@]}"
 }
 run_dir_of() { find "$1" -mindepth 1 -maxdepth 1 -type d -name '[0-9]*T*Z-*' 2>/dev/null | sort | tail -n 1; }
 summary() {
-  section "summary: $1 ${2:-}"
+  section "summary: $1"
   "$PY" - "$1/report.json" <<'EOF'
 import json, sys
 
@@ -230,9 +311,9 @@ for s in report["stages"]:
 st = {s["stage"]: s.get("facts", {}) for s in report["stages"]}
 acc = st.get("accelerator", {})
 if acc:
-    print(f"accelerator: torch {acc.get('torch_version')} cuda {acc.get('torch_cuda')} "
+    print(f"accelerator: torch {acc.get('torch_version', acc.get('torch'))} cuda {acc.get('torch_cuda')} "
           f"devices {acc.get('device_count', acc.get('gpu_count'))} driver {acc.get('driver')} "
-          f"({acc.get('driver_source')}), min {acc.get('min_driver')}")
+          f"({acc.get('driver_source')}), lock's minimum {report['lock']['content'].get('min_driver')}")
 dev = st.get("devices", {})
 for d in dev.get("devices", []):
     print(f"device {d.get('index')}: {d.get('name')} {d.get('arch')} {d.get('memory_gib')} GiB "
@@ -266,6 +347,10 @@ if perf.get("under_load"):
     print(f"under load: {json.dumps(perf['under_load'].get('devices'))}")
 if report.get("first_failure"):
     print(f"first failure: {report['first_failure']['stage']}: {report['first_failure']['error']}")
+hw = report.get("hardware") or {}
+prov = (hw.get("facts") or {}).get("provenance") or {}
+print(f"hardware in the report: source {hw.get('source')}, NVML version {prov.get('nvml_version')!r}, "
+      f"binding {prov.get('binding')!r}, library {prov.get('library')!r}")
 EOF
 }
 
@@ -277,7 +362,7 @@ if [ -z "$RUN_DIR" ] || [ ! -f "$RUN_DIR/report.json" ]; then
   exit $((CODE == 0 ? 2 : CODE))
 fi
 section "report verify"
-envbuild report verify "$RUN_DIR"
+envbuild_within 30 0 report verify "$RUN_DIR"
 VERIFY=$?
 
 # -- 4. summary and results --------------------------------------------------------------------------------
@@ -291,52 +376,20 @@ done
 # nvidia-smi -q -x as the driver prints it (nvidia-smi-q-x.xml), and hardware.json: the facts NVML gives
 # through nvidia-ml-py, those of the XML, and the rules' verdicts on each against the lock.  Commit both
 # under tests/fixtures/smi/real/ as a real capture (with its SOURCES.md row).
-section "hardware: nvidia-smi -q -x, NVML facts, the rules' verdicts"
-if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -q -x >"$WORK/nvidia-smi-q-x.xml" 2>"$WORK/smi.err"; then
+section "hardware: nvidia-smi -q -x, NVML's raw values beside the parsed facts, the rules' verdicts"
+if command -v nvidia-smi >/dev/null 2>&1 &&
+  timeout "$(within 30 0)" nvidia-smi -q -x >"$WORK/nvidia-smi-q-x.xml" 2>"$WORK/smi.err"; then
   cp "$WORK/nvidia-smi-q-x.xml" "$OUT/nvidia-smi-q-x.xml"
 else
   echo "nvidia-smi -q -x: no answer $(head -c 300 "$WORK/smi.err" 2>/dev/null)"
   rm -f "$WORK/nvidia-smi-q-x.xml"
 fi
-"$PY" - "$SITE:$REPO" "$LOCK" "$WORK/nvidia-smi-q-x.xml" "$OUT/hardware.json" <<'EOF'
-import json, sys
-sys.path[:0] = [p for p in sys.argv[1].split(":") if p]
-from pathlib import Path
-
-from envbuild.boundary import to_data
-from envbuild.errors import CaptureError
-from envbuild.hardware.live import nvml_facts
-from envbuild.hardware.nvidia_xml import parse_nvidia_xml
-from envbuild.models.lock import read_lock
-from envbuild.validate.hardware_stage import judge_live, own_pids
-
-lock, xml = read_lock(Path(sys.argv[2])), Path(sys.argv[3])
-nvml = nvml_facts()
-try:
-    smi = parse_nvidia_xml(xml.read_text(encoding="utf-8"), "nvidia-smi -q -x") if xml.is_file() else None
-except CaptureError as exc:
-    smi = None
-    print("nvidia-smi -q -x:", exc)
-out = {"nvml": to_data(nvml) if nvml else None, "nvidia_smi_q_x": to_data(smi) if smi else None}
-for name, facts in (("nvml", nvml), ("nvidia_smi_q_x", smi)):
-    hw = judge_live(lock, facts, pids=own_pids()) if lock.backend in ("cuda", "rocm") else None
-    out[f"verdicts_{name}"] = hw.section() if hw else None
-    if hw is None:
-        continue
-    print(f"{name}: source {hw.facts.source if hw.facts else 'none (no answer)'}")
-    for v in hw.verdicts:
-        print(f"  {v['rule']:<13} {v['verdict']:<9} {' '.join(v['codes'])} {'; '.join(v['why'])}")
-    for f in hw.findings:
-        print(f"  {f.severity}: {f.code}: {f.message}")
-with open(sys.argv[4], "w", encoding="utf-8") as fh:
-    json.dump(out, fh, indent=2, sort_keys=True)
-    fh.write("\n")
-print("hardware.json written")
-EOF
+timeout "$(within 60 0)" "$PY" "$REPO/tests/gpu/hardware_capture.py" "$SITE:$REPO" "$LOCK" \
+  "$WORK/nvidia-smi-q-x.xml" "$OUT/hardware.json" || echo "gpu-check: the hardware capture failed"
 cp "$LOCK" "$OUT/envbuild.lock.json"
 tar -C "$(dirname "$RUN_DIR")" -czf "$OUT/run.tar.gz" "$(basename "$RUN_DIR")"
 section "results"
-echo "validator exit $CODE, report verify exit $VERIFY"
+echo "validator exit $CODE, report verify exit $VERIFY; $((SECONDS - START))s of the ${BUDGET}s budget"
 echo "gpu-check: results in $OUT (run folder in run.tar.gz: tar xzf, then envbuild report verify)"
 ls -l "$OUT"
 if [ "$VERIFY" -ne 0 ] && [ "$CODE" -eq 0 ]; then
