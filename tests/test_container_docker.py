@@ -214,3 +214,80 @@ def test_device_nodes_the_user_cannot_open(rocm_box: str, tmp_path: Path) -> Non
     stage = json.loads((run / "report.json").read_text())["stages"][0]
     assert proc.returncode == 0 and stage["status"] == "passed", stage
     assert all(n["open"] == "ok" for n in stage["facts"]["nodes"])
+
+
+# The h100 target as `envbuild lock` writes it (the pytorch profile for debian12, Python 3.11, h100).
+H100 = {
+    "arch": "sm_90",
+    "cards_per_lot": 1,
+    "device_memory_gib": 80.0,
+    "devices_per_card": 1,
+    "id": "h100",
+    "memory_gib": 80.0,
+    "name": "NVIDIA H100 SXM 80GB",
+    "vendor": "nvidia",
+}
+
+
+@pytest.fixture(scope="module")
+def cuda_box(box: Box, docker_client: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The box with a CUDA lock for one H100 (CUDA 13.0, driver >= 580.95.05): its own distributions,
+    which the image holds, so interpreter, os and packages can pass; only the GPU is missing."""
+    context = tmp_path_factory.mktemp("cuda-box")
+    data = json.loads((box.bundle / "envbuild.lock.json").read_text())
+    data.update(
+        backend="cuda",
+        accelerator_version="13.0",
+        min_driver="580.95.05",
+        targets=[H100],
+        required_archs=["sm_90"],
+        gpus=1,
+    )
+    (context / "envbuild.lock.json").write_text(json.dumps(data))
+    (context / "Dockerfile").write_text(
+        f"FROM {box.tag}\nUSER root\n"
+        "COPY envbuild.lock.json /etc/envbuild/envbuild.lock.json\nUSER envbuild\n"
+    )
+    with temporary_tag(docker_client, "container-cuda-box") as tag:
+        docker_client.images.build(path=str(context), tag=tag, rm=True, forcerm=True)
+        yield tag
+
+
+def test_cuda_lock_on_a_host_without_the_nvidia_runtime(
+    cuda_box: str, docker_client: Any, tmp_path: Path
+) -> None:
+    """This engine has no NVIDIA runtime (a GPU-less CI host): with no flags, validate --image says so
+    first, validates without GPUs and with --keep-going, writes the report and exits 1; the first failure
+    names the missing GPU device, the last line what to run on the rented machine.  --gpus all fails
+    at once with the same diagnosis, writing nothing."""
+    assert "nvidia" not in (docker_client.info().get("Runtimes") or {})  # the premise, on this engine
+    out = tmp_path / "runs"
+    proc = envbuild("validate", "--image", cuda_box, "--out", out)
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[0].startswith("envbuild: this host's Docker has no NVIDIA runtime (its runtimes: "), lines
+    assert "the GPUs cannot be passed to the container" in lines[0] and "with --keep-going" in lines[0]
+    assert lines[1] == f"envbuild: validating {cuda_box} as `docker run --shm-size 1g {cuda_box}`"
+    (run,) = out.iterdir()
+    report = json.loads((run / "report.json").read_text())
+    assert report["ok"] is False
+    status = {s["stage"]: s for s in report["stages"]}
+    for stage in ("interpreter", "os", "packages"):
+        assert status[stage]["status"] == "passed", status[stage]
+    assert status["accelerator"]["status"] == "failed"
+    assert "cuda lock but the vendor tools see no GPU" in status["accelerator"]["error"]
+    first = report["first_failure"]
+    assert first["stage"] == "container" and "/dev/nvidiactl is missing in the container" in first["error"]
+    assert lines[-1] == (
+        f"envbuild: not a pass: no GPU was passed to the container; first failure: container: "
+        f"{first['error']}. On the rented machine: `envbuild validate --image {cuda_box}` with the NVIDIA "
+        "container toolkit installed (`--gpus all`)"
+    )
+    # --gpus all asked for explicitly: the same diagnosis before anything starts, nothing written
+    proc = envbuild("validate", "--image", cuda_box, "--out", tmp_path / "asked", "--gpus", "all")
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr.startswith(
+        f"envbuild: error: --image {cuda_box} --gpus all: this host's Docker has no NVIDIA runtime"
+    )
+    assert "drop --gpus all" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "asked").exists()

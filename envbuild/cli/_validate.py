@@ -167,9 +167,11 @@ def validate_image_command(
 ) -> int:
     """``envbuild validate --image TAG``: the validator inside a container, its report copied to ``opts.out``.
 
-    Returns the in-container validator's exit code.
+    Returns the in-container validator's exit code; on a host whose Docker cannot pass the GPUs (run
+    without them, :mod:`envbuild.image.gpu_host`) never 0.
     """
-    from envbuild.errors import UsageError
+    from envbuild.errors import EXIT_FINDINGS, UsageError
+    from envbuild.image.gpu_host import first_failure, rented_machine_line, without_gpus_json
     from envbuild.image.run import validate_image
 
     if opts.lock is not None or opts.python is not None:
@@ -196,16 +198,23 @@ def validate_image_command(
     if opts.perf_budget is not None:
         args += ["--perf-budget", f"{opts.perf_budget:g}"]
     result = validate_image(image, out=opts.out, gpus=gpus, validator_args=args, docker_args=docker_args)
+    no_gpus = result.no_gpus
     if opts.as_json and result.run_dirs:
-        print_json(report_json(result.run_dirs[-1]))
+        data = report_json(result.run_dirs[-1])
+        print_json(data if no_gpus is None else without_gpus_json(data, image, no_gpus))
     for run_dir in result.run_dirs:
         click.echo(f"envbuild: report copied to {run_dir}", err=True)
     if not result.run_dirs:
         message = f"the validator in {image} exited {result.exit_code} without writing a report"
         if opts.as_json:
             finding = {"severity": "error", "code": "E-VALIDATE", "message": message, "source": None}
-            print_json(envelope("validate", ok=False, findings=[finding], report_dir=None, report=None))
+            data = envelope("validate", ok=False, findings=[finding], report_dir=None, report=None)
+            print_json(data if no_gpus is None else without_gpus_json(data, image, no_gpus))
         click.echo(f"envbuild: {message}", err=True)
+    if no_gpus is not None:
+        failure = first_failure(result.run_dirs[-1]) if result.run_dirs else None
+        click.echo(rented_machine_line(image, failure), err=True)
+        return result.exit_code or EXIT_FINDINGS
     return result.exit_code
 
 
@@ -304,7 +313,11 @@ def validate_image_command(
     help="Validate inside a container of this image (report copied to --out).",
 )
 @click.option(
-    "--gpus", default=None, metavar="all|N|none", help="With --image: GPUs to expose (default all for CUDA)."
+    "--gpus",
+    default=None,
+    metavar="all|N|none",
+    help="With --image: GPUs to expose (default all for CUDA; where this host's Docker cannot pass them, "
+    "none, with --keep-going, and the run cannot pass).",
 )
 @click.option(
     "--docker-arg",

@@ -2,7 +2,8 @@
 
 The lock is read from the image first (a created, never started, container) to pick the device
 flags: NVIDIA -> a device request for ``all`` or N GPUs; AMD (backend rocm) -> ``/dev/kfd``,
-``/dev/dri`` and the ``video`` group; CPU -> none unless ``--gpus`` is given.  The validator runs as
+``/dev/dri`` and the ``video`` group; CPU -> none unless ``--gpus`` is given.  An NVIDIA request on a
+host whose Docker cannot serve it is decided by :mod:`envbuild.image.gpu_host`.  The validator runs as
 ``/usr/local/bin/envbuild validate --out /tmp/envbuild-runs ...`` from its own venv; its run
 directory is copied to the host's ``--out`` and the container is always removed.  The exit code is
 the in-container validator's.
@@ -26,6 +27,7 @@ from typing import Any
 from envbuild.boundary import InvalidData, parse_json
 from envbuild.errors import EXIT_FINDINGS, BuildError, LockError, UsageError
 from envbuild.image.engine import docker_client
+from envbuild.image.gpu_host import GpuSupport, fallback_message, plan_gpus
 from envbuild.image.refs import check_image_ref
 from envbuild.models import LOCK_PATH_IN_IMAGE, Lock
 from envbuild.runopts import host_group_ids, lock_run_options
@@ -42,6 +44,7 @@ class ImageRun:
     run_dirs: tuple[Path, ...]  # copied to the host
     seconds: float
     lock: Lock
+    no_gpus: GpuSupport | None = None  # validated without GPUs: this host's Docker cannot pass them
 
 
 def parse_gpus(value: str | None) -> int | None:
@@ -323,10 +326,13 @@ def validate_image(
     extras = parse_docker_args(docker_args)  # a refused flag: exit 2 before the engine is contacted
     docker = client if client is not None else docker_client()
     lock = read_lock_from_image(docker, tag)
-    options = lock_run_options(lock, count, host_group_ids())
+    plan = plan_gpus(docker, tag, lock, count, validator_args)  # no NVIDIA runtime: see gpu_host
+    if plan.fallback is not None:
+        echo(fallback_message(plan.fallback))
+    options = lock_run_options(lock, plan.gpus, host_group_ids())
     args = [*options.cli_args(), *(f"{flag}={value}" for flag, value in extras)]
     echo(f"envbuild: validating {tag} as `docker run {' '.join(shlex.quote(a) for a in args)} {tag}`")
-    command = [VALIDATOR_IN_IMAGE, "validate", "--out", RUNS_IN_CONTAINER, *validator_args]
+    command = [VALIDATOR_IN_IMAGE, "validate", "--out", RUNS_IN_CONTAINER, *plan.validator_args]
     started = time.monotonic()
     try:
         container = docker.containers.create(
@@ -378,4 +384,4 @@ def validate_image(
             runs = ()
     finally:
         container.remove(force=True)
-    return ImageRun(exit_code, runs, time.monotonic() - started, lock)
+    return ImageRun(exit_code, runs, time.monotonic() - started, lock, plan.fallback)
