@@ -15,6 +15,7 @@ from typing import Any
 
 from envbuild.errors import CaptureError
 from envbuild.hardware import values as v
+from envbuild.hardware.parse_guard import capture_parser, unreadable
 from envbuild.models.hardware import DeviceFacts, EccState, GpuProcess, HardwareFacts, PcieLink
 
 AMD_VENDOR = "1002"
@@ -31,6 +32,8 @@ def load_json(text: str, path: str | None, tool: str) -> Any:
     except json.JSONDecodeError as exc:
         why = "truncated" if exc.pos >= len(text.rstrip()) else "not JSON"
         raise CaptureError(f"{name}: {why} `{tool}` capture ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError as exc:  # "[" * 100000: json.loads recurses once per level
+        raise unreadable(path, tool, exc) from None
 
 
 def _get(obj: Any, *keys: str) -> Any:
@@ -106,6 +109,7 @@ def _amd_device(n: int, entry: dict[str, Any]) -> DeviceFacts:
     )
 
 
+@capture_parser("amd-smi --json")
 def parse_amd_smi(text: str, path: str | None = None) -> HardwareFacts:
     """``amd-smi static --json`` or ``amd-smi metric --json``: each fills the facts it holds."""
     data = load_json(text, path, "amd-smi --json")
@@ -177,6 +181,7 @@ def _rocm_device(index: int, card: dict[str, Any], processes: tuple[GpuProcess, 
     )
 
 
+@capture_parser("rocm-smi --json")
 def parse_rocm_smi(text: str, path: str | None = None) -> HardwareFacts:
     """``rocm-smi [--showproductname --showbus --showmeminfo vram --showuse --showpids ...] --json``."""
     data = load_json(text, path, "rocm-smi --json")

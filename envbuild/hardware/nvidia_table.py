@@ -15,6 +15,7 @@ import re
 from envbuild.errors import CaptureError
 from envbuild.hardware import values as v
 from envbuild.hardware.links import known_links
+from envbuild.hardware.parse_guard import capture_parser
 from envbuild.models.hardware import DeviceFacts, EccState, GpuProcess, HardwareFacts
 
 FORMAT = "nvidia-smi"
@@ -88,6 +89,7 @@ def _power_cap(cell: str | None) -> float | None:
     return v.number(m.group(1).removesuffix("W")) if m else None
 
 
+@capture_parser(FORMAT)
 def parse_nvidia_table(text: str, path: str | None = None) -> HardwareFacts:
     name = path or "<input>"
     header = HEADER.search(text)

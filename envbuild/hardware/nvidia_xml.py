@@ -18,6 +18,7 @@ from defusedxml.ElementTree import fromstring
 from envbuild.errors import CaptureError
 from envbuild.hardware import values as v
 from envbuild.hardware.links import known_links
+from envbuild.hardware.parse_guard import capture_parser
 from envbuild.models.hardware import DeviceFacts, EccState, GpuProcess, HardwareFacts, PcieLink
 
 FORMAT = "nvidia-smi -q -x"
@@ -202,6 +203,7 @@ def _device(index: int, gpu: Element) -> DeviceFacts:
     )
 
 
+@capture_parser(FORMAT)
 def parse_nvidia_xml(text: str, path: str | None = None) -> HardwareFacts:
     """Facts of every ``<gpu>`` in document order (nvidia-smi's index order)."""
     root = parse_root(text, path)
