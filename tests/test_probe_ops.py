@@ -9,6 +9,7 @@ CUDA/HIP op's build can only be rendered here (no devel image, no nvcc on these 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -176,6 +177,37 @@ def test_a_module_whose_bytes_changed_is_not_loaded(tmp_path: Path, ops_module: 
         ops_module.NotUsable, match=r"sha256 [0-9a-f]{64} is not the 0{64} the build recorded"
     ):
         ops_module.load_prebuilt(str(folder), manifest, "cpp")
+
+
+def _evil(tmp_path: Path) -> tuple[Path, Path, str]:
+    """A module outside the ops folder that leaves a mark when it is imported; (module, mark, sha256)."""
+    mark = tmp_path / "imported"
+    evil = tmp_path / "elsewhere" / "evil.py"
+    evil.parent.mkdir()
+    evil.write_text(f"open({str(mark)!r}, 'w').close()\n", encoding="utf-8")
+    return evil, mark, hashlib.sha256(evil.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize("how", ["dot-dot", "absolute", "symlink"])
+def test_a_manifest_entry_outside_its_folder_is_refused(tmp_path: Path, ops_module: Any, how: str) -> None:
+    """Issue 36, finding 5: ``"file": "../elsewhere/evil.py"`` with that file's sha256 was imported and
+    run by load_prebuilt; so would an absolute path, or a link in the folder pointing out of it."""
+    evil, mark, digest = _evil(tmp_path)
+    folder = tmp_path / "ops"
+    name = {
+        "dot-dot": "../elsewhere/evil.py",
+        "absolute": str(evil),
+        "symlink": "envbuild_probe_cpp_image.so",
+    }
+    _manifest(folder, ops={"cpp": {"file": name[how], "sha256": digest, "compiler": "c++"}})
+    if how == "symlink":
+        (folder / name[how]).unlink()
+        (folder / name[how]).symlink_to(evil)
+    manifest = ops_module.read_manifest(str(folder))
+    why = "resolves to .*evil.py, outside" if how == "symlink" else "is not a file name in"
+    with pytest.raises(ops_module.NotUsable, match=rf"ops\.json: ops\.cpp\.file '[^']+' {why}"):
+        ops_module.load_prebuilt(str(folder), manifest, "cpp")
+    assert not mark.exists()
 
 
 def test_a_manifest_that_is_not_ours_is_refused(tmp_path: Path, ops_module: Any) -> None:

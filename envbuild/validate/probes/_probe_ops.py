@@ -201,6 +201,30 @@ def read_manifest(folder: str) -> dict[str, Any] | None:
     return data
 
 
+def op_path(folder: str, kind: str, entry: dict[str, Any]) -> str:
+    """The real path of the ``kind`` op's module: a plain file name in ``folder``, resolving inside it.
+
+    ``ops.json`` is read from the image, so ``"file": "../elsewhere/evil.py"``, an absolute path or a
+    symbolic link out of the folder is refused (:class:`NotUsable`), naming the entry: the module is
+    imported and run."""
+    name = entry.get("file")
+    where = f"{os.path.join(folder, MANIFEST)}: ops.{kind}.file {name!r}"
+    if (
+        not isinstance(name, str)
+        or name in ("", ".", "..")
+        or "/" in name
+        or "\\" in name
+        or "\0" in name
+        or os.path.isabs(name)
+    ):
+        raise NotUsable(f"{where} is not a file name in {folder}: refused, nothing was imported")
+    home = os.path.realpath(folder)
+    real = os.path.realpath(os.path.join(folder, name))
+    if os.path.dirname(real) != home:
+        raise NotUsable(f"{where} resolves to {real}, outside {home}: refused, nothing was imported")
+    return real
+
+
 def load_prebuilt(folder: str, manifest: dict[str, Any], kind: str) -> tuple[Any, dict[str, Any]]:
     """Import the image's ``kind`` op; (module, facts).  Raises :class:`NotUsable` with the reason."""
     entry = manifest["ops"].get(kind)
@@ -214,7 +238,7 @@ def load_prebuilt(folder: str, manifest: dict[str, Any], kind: str) -> tuple[Any
             f"the image's {kind} op was built against torch {manifest.get('torch')}, and this environment "
             f"has torch {now['torch']}: the venv changed after the image was built"
         )
-    path = os.path.join(folder, str(entry.get("file", "")))
+    path = op_path(folder, kind, entry)
     try:
         digest = sha256_of(path)
     except OSError as exc:
