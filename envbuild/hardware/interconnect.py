@@ -9,14 +9,16 @@ finding.  Run by :func:`envbuild.hardware.rules.judge` with the health rules.
 from __future__ import annotations
 
 from envbuild.hardware.judge import Judge, label
-from envbuild.models.hardware import NOT_APPLICABLE
+from envbuild.models.hardware import NOT_APPLICABLE, DeviceFacts
 
 
-def _alone(j: Judge) -> bool:
-    """One GPU visible: nothing travels over NVLink between GPUs.  A GPU passed through alone from an HGX
-    board may show its links down and its fabric not started with nothing wrong, so there a link down
-    or an unfinished fabric is said (not judged), not a finding."""
-    return len(j.facts.devices) == 1
+def _alone(j: Judge, rule: str, dev: DeviceFacts, what: str) -> bool:
+    """Whether ``dev`` is the only GPU visible; if so ``what`` (a link down, an unfinished fabric) is said
+    as unjudged instead of becoming a finding."""
+    if len(j.facts.devices) != 1:
+        return False
+    j.skip(rule, f"{label(dev)} is the only GPU visible ({what}: unused by a job on one GPU)")
+    return True
 
 
 def nvlink(j: Judge) -> None:
@@ -30,8 +32,7 @@ def nvlink(j: Judge) -> None:
         if not (dev.nvlink_up and down):
             continue
         links = f"NVLink link(s) {', '.join(map(str, down))} down of {len(dev.nvlink_up)}"
-        if _alone(j):
-            j.skip("NVLink", f"{label(dev)} is the only GPU visible ({links}: unused by a job on one GPU)")
+        if _alone(j, "NVLink", dev, links):
             continue
         j.out.warning(
             "W-HW-NVLINK",
@@ -55,8 +56,7 @@ def fabric(j: Judge) -> None:
         if state.lower() == "completed" and not failed:
             continue
         what = f"NVLink fabric state {state!r}{f', status {status!r}' if status else ''}"
-        if _alone(j):
-            j.skip("fabric", f"{label(dev)} is the only GPU visible ({what}: unused by a job on one GPU)")
+        if _alone(j, "fabric", dev, what):
             continue
         j.out.error(
             "E-HW-FABRIC",
