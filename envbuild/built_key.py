@@ -6,15 +6,19 @@ runs it with the venv's Python (3.9 or newer, standard library only) around ``pi
 - ``reuse``: for each sdist of ``requirements-source.txt``, computes its key (the sdist's sha256, the
   installed torch's version with its variant, the arch-list variables, the Python version, the
   compilers' versions) and looks for a wheel in the cache folder (``built-wheels/``) whose key
-  record (``<wheel>.envbuild-key.json``) has that key and whose bytes have the record's sha256.  A hit
-  is copied to the build folder; the rest are written to the requirements file ``pip wheel`` builds.
+  record (``<wheel>.envbuild-key.json``) has that key, whose bytes have the record's sha256, and which
+  is a wheel of that sdist's distribution and version (its file name and its ``.dist-info/METADATA``:
+  a key record is a file anyone can copy, issue 36).  A hit is copied to the build folder; the rest
+  are written to the requirements file ``pip wheel`` builds.
 - ``record``: writes the key record beside each wheel just built.
 
 ``envbuild build`` exports the build folder (wheels and records) to the bundle's ``built-wheels/``
-after the build, so the next build with the same key copies the wheel in instead of compiling.  A cached wheel
-is trusted as the output of an earlier build of the same bundle; the lock cannot hash it (it exists
-only after a build), so the record binds it to the sdist's sha256 and the build record names its
-sha256.
+after the build, so the next build with the same key copies the wheel in instead of compiling.  The
+cache cannot vouch for itself: the record beside a wheel binds it to the sdist's sha256, but anyone who
+can write the folder can write the record too.  So ``envbuild build`` puts a kept wheel into the build
+context only when the build record of the build that made it (``BUNDLE/build-<tag>.record.json``,
+outside the cache folder) names its sha256 (:func:`envbuild.image.built_cache.verify_built`); this
+script's checks of the name and version are what a plain ``docker build`` of the bundle still gets.
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ import re
 import shutil
 import subprocess
 import sys
+import zipfile
+from collections.abc import Callable
+from email.parser import HeaderParser
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -130,6 +137,50 @@ def read_record(path: Path) -> dict[str, Any] | None:
     return record
 
 
+def normal_version(version: str) -> str:
+    """A version as file names and METADATA write it, for comparing (``1.0`` and ``1.0``; not PEP 440)."""
+    return version.strip().lower().lstrip("v")
+
+
+def wheel_identity(wheel: Path) -> tuple[str, str]:
+    """(name, version) a wheel's file name gives (``name-version(-build)?-py-abi-platform.whl``)."""
+    parts = wheel.name[: -len(".whl")].split("-") if wheel.name.endswith(".whl") else []
+    if len(parts) not in (5, 6):
+        return "?", "?"
+    return canonical(parts[0]), normal_version(parts[1])
+
+
+def metadata_identity(wheel: Path) -> tuple[str, str]:
+    """(Name, Version) of the wheel's one top-level ``*.dist-info/METADATA``; ("?", "?") when it has
+    none, or several, or is not a zip."""
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            found = [n for n in archive.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
+            if len(found) != 1:
+                return "?", "?"
+            text = archive.read(found[0]).decode("utf-8", "replace")
+    except (OSError, zipfile.BadZipFile, KeyError, ValueError):
+        return "?", "?"
+    headers = HeaderParser().parsestr(text)
+    return canonical(str(headers.get("Name") or "?")), normal_version(str(headers.get("Version") or "?"))
+
+
+def identity_mismatch(
+    wheel: Path, name: str, version: str, same_version: Callable[[str, str], bool] | None = None
+) -> str | None:
+    """Why ``wheel`` is not a wheel of ``name`` ``version`` (its file name, its METADATA), or None.
+    ``same_version``: how versions compare (envbuild passes PEP 440's; here, as written, lowercased)."""
+    same = same_version or (lambda a, b: normal_version(a) == normal_version(b))
+    wanted = canonical(name)
+    for where, (got, got_version) in (
+        ("its file name", wheel_identity(wheel)),
+        ("its METADATA", metadata_identity(wheel)),
+    ):
+        if got != wanted or not same(got_version, version):
+            return f"{where} says {got}=={got_version}, not {wanted}=={version}"
+    return None
+
+
 def reuse(cache: Path, built: Path, source: Path, todo: Path) -> int:
     """Copy each cached wheel whose key matches into ``built``; write the rest to ``todo``."""
     options, wanted = read_requirements(source.read_text(encoding="utf-8"))
@@ -145,10 +196,15 @@ def reuse(cache: Path, built: Path, source: Path, todo: Path) -> int:
             if record["key"] != key:
                 continue
             wheel = cache / record["wheel"]
-            if wheel.is_file() and sha256_of(wheel) == record["wheel_sha256"]:
-                hit = record
-                break
-            print(f"{PREFIX} {wheel} does not match its key record (sha256): not used", flush=True)
+            if not wheel.is_file() or sha256_of(wheel) != record["wheel_sha256"]:
+                print(f"{PREFIX} {wheel} does not match its key record (sha256): not used", flush=True)
+                continue
+            why = identity_mismatch(wheel, requirement["name"], requirement["version"])
+            if why is not None:  # a key copied beside another distribution's wheel
+                print(f"{PREFIX} {wheel} has the key of {spec}, but {why}: not used", flush=True)
+                continue
+            hit = record
+            break
         if hit is None:
             print(f"{PREFIX} building {spec}: no cached wheel with its key", flush=True)
             remaining.append(requirement["line"])

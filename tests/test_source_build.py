@@ -28,6 +28,7 @@ import pytest
 from build_support import envbuild, only_run, temporary_tag
 from conftest import LOCK_SOURCES
 from index_support import make_sdist, serve_index
+from test_built_cache import make_wheel
 
 REPO = Path(__file__).resolve().parent.parent
 BASE_IMAGE = os.environ.get("ENVBUILD_TEST_BASE_IMAGE", "envbuild/debian:12")
@@ -230,7 +231,7 @@ def test_the_builder_reuses_a_built_wheel_only_for_the_same_key(tmp_path: Path) 
     source.write_text("--require-hashes\n\neb-addop==1.0 \\\n    --hash=sha256:" + "ab" * 32 + "\n")
     first = tmp_path / "first"
     first.mkdir()
-    (first / "eb_addop-1.0-cp311-cp311-linux_x86_64.whl").write_bytes(b"a wheel, as pip wheel left it")
+    make_wheel(first / "eb_addop-1.0-cp311-cp311-linux_x86_64.whl", "eb-addop", "1.0")  # as pip wheel left it
     common = ["--source", str(source), "--todo", str(tmp_path / "todo.txt")]
 
     def run(action: str, folder: Path, *more: str, env: dict[str, str] | None = None) -> str:

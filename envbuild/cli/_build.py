@@ -215,8 +215,10 @@ def build_command(
         wheels_checked=checked,
         keep_ca_cert=keep_ca_cert,
     )
+    for note in built.built_notes:  # kept wheels no build record vouches for: compiled again
+        _say(f"warning: {note}")
     if (bundle / "requirements-source.txt").is_file():  # [python] build_from_source: keep the wheels built
-        _export_built(api, built.builder_image, bundle)
+        _export_built(api, built.builder_image, bundle, recorded=not no_record)
     cached = f", {built.cached_steps}/{len(built.steps)} steps from cache" if built.steps else ""
     if not as_json:
         click.echo(
@@ -249,9 +251,9 @@ def build_command(
         )
 
 
-def _export_built(api: object, builder_image: str | None, bundle: Path) -> None:
+def _export_built(api: object, builder_image: str | None, bundle: Path, *, recorded: bool) -> None:
     """Copy the builder stage's built wheels to ``bundle/built-wheels/`` for the next build with the same
-    key."""
+    key; the build record this build writes (``recorded``) is what vouches for them then."""
     from envbuild.image.built_cache import BUILT, export_built
 
     if builder_image is None:
@@ -259,7 +261,13 @@ def _export_built(api: object, builder_image: str | None, bundle: Path) -> None:
         return
     wheels = export_built(api, builder_image, bundle)
     kept = ", ".join(wheels)
-    _say(f"kept the built wheel(s) {kept} in {bundle / BUILT} (a build with the same key reuses them)")
+    if recorded:
+        _say(f"kept the built wheel(s) {kept} in {bundle / BUILT} (a build with the same key reuses them)")
+    else:
+        _say(
+            f"kept the built wheel(s) {kept} in {bundle / BUILT}; --no-record: no build record of this build "
+            "vouches for them, so a next build reuses only those an earlier build record names"
+        )
 
 
 def _run_line(bundle: Path, tag: str) -> str | None:

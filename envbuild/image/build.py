@@ -53,6 +53,9 @@ class BuildResult:
     context: ContextInfo
     steps: tuple[StepTime, ...]
     builder_image: str | None = None  # the builder stage's last image (the built wheels' export reads it)
+    built_notes: tuple[
+        str, ...
+    ] = ()  # kept built wheels left out of the context (no build record names them)
 
     @property
     def cached_steps(self) -> int:
@@ -152,13 +155,20 @@ def build_image(
     check_locked(bundle, lock, house)
     if not wheels_checked:
         verify_wheelhouse(lock, house)
-    verify_built(lock, bundle)  # built-wheels/: each kept wheel against its key record
+    built = verify_built(lock, bundle)  # built-wheels/: each kept wheel, vouched for by a build record
     api = client if client is not None else api_client()
     log_path = log_path_for(bundle, tag)
     started = time.monotonic()
     with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as context_file:
         try:
-            info = write_context(bundle, context_file, wheelhouse=wheelhouse, ca_certs=certs)
+            info = write_context(
+                bundle,
+                context_file,
+                wheelhouse=wheelhouse,
+                ca_certs=certs,
+                leave_out=frozenset(built.left_out),
+                expect_sha256=built.sha256,
+            )
         except OSError as exc:
             if not _disk_full(exc):
                 raise
@@ -182,6 +192,8 @@ def build_image(
                 )
                 wheels = f"# wheels: {info.wheels}, tool wheels: {info.tools}, extra CA certs: {len(certs)}"
                 log.write(f"{wheels}{kept}\n")
+                for note in built.notes:
+                    log.write(f"# {note}\n")
                 stream = BuildStream(log)
                 kwargs: dict[str, Any] = {
                     "fileobj": context_file,
@@ -241,7 +253,7 @@ def build_image(
         raise BuildError(_failure_message(stream, log_path))
     steps = tuple(StepTime(s.number, s.instruction, round(s.seconds, 3), s.cached) for s in stream.steps)
     builder = builder_stage_image(stream.steps)
-    return BuildResult(tag, stream.image_id, seconds, log_path, info, steps, builder)
+    return BuildResult(tag, stream.image_id, seconds, log_path, info, steps, builder, built.notes)
 
 
 DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})

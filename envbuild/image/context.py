@@ -18,12 +18,12 @@ from __future__ import annotations
 import hashlib
 import io
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from envbuild.errors import BundleError
+from envbuild.errors import BuildError, BundleError
 from envbuild.filestream import scan_file
 from envbuild.image.certs import CaCert
 from envbuild.models import Lock, read_lock
@@ -183,10 +183,15 @@ def write_context(
     *,
     wheelhouse: Path | None = None,
     ca_certs: tuple[CaCert, ...] = (),
+    leave_out: Collection[str] = (),
+    expect_sha256: Mapping[str, str] | None = None,
 ) -> ContextInfo:
     """Write the build context for ``bundle`` into ``out`` (a binary file object) and describe it.
 
-    Refuses a bundle whose context would hold a secret (:func:`check_context`) before writing."""
+    Refuses a bundle whose context would hold a secret (:func:`check_context`) before writing.
+    ``leave_out``: context paths not written (kept wheels no build record vouches for);
+    ``expect_sha256``: context path -> the sha256 its bytes must have as they are written (a kept
+    wheel swapped after :func:`envbuild.image.built_cache.verify_built` checked it is refused)."""
     check_bundle(bundle)
     check_context(bundle, wheelhouse)
     bundle = bundle.resolve()
@@ -197,6 +202,8 @@ def write_context(
         wheels = tools = 0
         added: dict[str, str] = {}  # "wheelhouse/x.whl" -> sha256 of what went into the context
         for rel, path in _selected(bundle, external):
+            if rel in leave_out:
+                continue
             if path.is_symlink():
                 target = path.resolve()
                 if not target.is_relative_to(bundle):
@@ -210,6 +217,11 @@ def write_context(
                 digest = writer.add_file(rel, path)
                 if rel.endswith(".whl"):
                     added[rel] = digest
+                if expect_sha256 is not None and rel in expect_sha256 and digest != expect_sha256[rel]:
+                    raise BuildError(
+                        f"{path}: sha256 {digest} as it went into the build context, "
+                        f"{expect_sha256[rel]} when it was checked: changed meanwhile; nothing was built"
+                    )
                 wheels += rel.startswith("wheelhouse/") and rel.endswith(".whl")
                 tools += rel.startswith("tools/") and rel.endswith(".whl")
             else:

@@ -121,6 +121,21 @@ class Record:
             raise BundleError(f"{path}: cannot write the build record: {exc.strerror or exc}") from None
 
 
+def recorded_built_wheels(path: Path) -> list[dict[str, str]]:
+    """The wheels a build record says its builder stage built (``outputs.built_wheels``: ``{"file",
+    "sha256"}``); a damaged record is a :class:`BundleError` naming it."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise ValueError(f"format {data.get('format') if isinstance(data, dict) else None!r}")
+        rows = data["outputs"].get("built_wheels", [])
+        return [{"file": str(r["file"]), "sha256": str(r["sha256"])} for r in rows]
+    except OSError as exc:
+        raise BundleError(f"{path}: cannot read the build record: {exc.strerror or exc}") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise BundleError(f"{path}: not a build record envbuild can read ({exc})") from None
+
+
 def read_record(path: Path) -> Record:
     """A record written by :meth:`Record.write`; a damaged one is a :class:`BundleError` naming it."""
     try:
