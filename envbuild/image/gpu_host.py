@@ -11,8 +11,10 @@ image, with the same device request, is created and started (command ``true``) a
 engine refuses it, the host has no way to pass GPUs, and :func:`plan_gpus` decides what
 ``validate --image`` does:
 
-- no ``--gpus`` (the CUDA default, ``all``): say so first, then validate without GPUs (``--gpus
-  none``) and with ``--keep-going``, so every stage that needs no GPU runs and the report is written;
+- no ``--gpus`` (the CUDA default, ``all``): say so first, then validate as ``--gpus none`` would (no
+  GPU request, and none of the GPU-only limits: ``--ulimit memlock=-1`` does not start on a rootless or
+  nested engine, the usual GPU-less host) and with ``--keep-going``, so every stage that needs no GPU
+  runs and the report is written;
   the GPU stages fail there, and the command never exits 0 (see :mod:`envbuild.cli._validate`);
 - ``--gpus all`` or ``--gpus N`` given: :class:`NoGpuRuntime` before anything is started or written.
   The user asked for GPUs, which this engine cannot give: running without them would validate
@@ -111,9 +113,8 @@ def _refusal(client: Any, tag: str, count: int) -> str | None:
 
 @dataclass(frozen=True)
 class GpuPlan:
-    gpus: int | None  # what to pass to lock_run_options: unchanged, or 0 (none) when falling back
     validator_args: tuple[str, ...]
-    fallback: GpuSupport | None  # set: validating without GPUs because of it
+    fallback: GpuSupport | None  # set: validating as --gpus none because of it
 
 
 def plan_gpus(client: Any, tag: str, lock: Lock, gpus: int | None, validator_args: Sequence[str]) -> GpuPlan:
@@ -123,10 +124,10 @@ def plan_gpus(client: Any, tag: str, lock: Lock, gpus: int | None, validator_arg
     args = tuple(validator_args)
     wanted = lock_run_options(lock, gpus).gpus
     if wanted is None:  # no NVIDIA request: CPU lock, ROCm, or --gpus none
-        return GpuPlan(gpus, args, None)
+        return GpuPlan(args, None)
     support = engine_gpu_support(client, tag, wanted)
     if support.available:
-        return GpuPlan(gpus, args, None)
+        return GpuPlan(args, None)
     if gpus is not None:
         flag = "--gpus " + ("all" if gpus < 0 else str(gpus))
         raise NoGpuRuntime(
@@ -136,7 +137,7 @@ def plan_gpus(client: Any, tag: str, lock: Lock, gpus: int | None, validator_arg
         )
     if "--keep-going" not in args:
         args += ("--keep-going",)
-    return GpuPlan(0, args, support)
+    return GpuPlan(args, support)
 
 
 def fallback_message(support: GpuSupport) -> str:

@@ -329,7 +329,8 @@ def validate_image(
     plan = plan_gpus(docker, tag, lock, count, validator_args)  # no NVIDIA runtime: see gpu_host
     if plan.fallback is not None:
         echo(fallback_message(plan.fallback))
-    options = lock_run_options(lock, plan.gpus, host_group_ids())
+        count = 0  # as --gpus none
+    options = lock_run_options(lock, count, host_group_ids())
     args = [*options.cli_args(), *(f"{flag}={value}" for flag, value in extras)]
     echo(f"envbuild: validating {tag} as `docker run {' '.join(shlex.quote(a) for a in args)} {tag}`")
     command = [VALIDATOR_IN_IMAGE, "validate", "--out", RUNS_IN_CONTAINER, *plan.validator_args]
