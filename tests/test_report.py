@@ -71,6 +71,9 @@ def test_tampered_missing_and_extra_files_fail(run_dir: Path) -> None:
         "error: E-REPORT: missing: os-release",
         "error: E-REPORT: changed: report.json",
         "error: E-REPORT: extra: notes.txt",
+        # the stored verdict no longer agrees with the stages (issue 36): said too
+        "error: E-REPORT-VERDICT: report.json says ok: false, but every stage passed or was skipped: its "
+        "stored verdict disagrees",
     ]
 
 
@@ -161,7 +164,8 @@ def test_markdown_lists_the_packages_stage(tmp_path: Path) -> None:
     assert (
         f"> **Note:** the lock is not resolved: only its declared requirements ({n}) were compared" in section
     )
-    assert "transitive dependencies were not checked (run `envbuild lock BUNDLE`" in section
+    # the report's text is escaped for Markdown (issue 36): its backticks are shown, not code
+    assert "transitive dependencies were not checked (run \\`envbuild lock BUNDLE\\`" in section
     assert (
         f"Compared the lock's declared requirements ({n}) with the " in section
         and "differences 0, broken requirements 0." in section

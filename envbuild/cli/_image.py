@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from envbuild.cli.app import cli, handle_errors, json_option
-from envbuild.cli.output import envelope, print_json
+from envbuild.cli.output import echo, envelope, print_json
 from envbuild.errors import EXIT_FINDINGS, EXIT_OK
 
 if TYPE_CHECKING:
@@ -84,7 +84,8 @@ def _report(
     if as_json:
         print_json(envelope(command, ok=diff.identical, findings=(), **diff.as_json()))
     else:
-        click.echo("\n".join(format_diff(diff, limit=limit)))
+        for line in format_diff(diff, limit=limit):  # paths and package names from the images
+            echo(line)
     return EXIT_OK if diff.identical else EXIT_FINDINGS
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from envbuild.cli.output import envelope, print_json
+from envbuild.cli.output import echo, envelope, print_json
 from envbuild.errors import EXIT_FINDINGS, EXIT_OK, UsageError
 
 MANIFEST_NAME = "MANIFEST.sha256"  # envbuild.validate.report.MANIFEST (not imported: the CLI starts light)
@@ -60,6 +60,10 @@ def register(group: click.Group) -> None:
         problems = verify_report(directory)
         sig = check_signature(directory, allowed_signers) if allowed_signers is not None else None
         findings = [{"severity": "error", "code": "E-REPORT", "message": p, "source": None} for p in problems]
+        findings += [
+            {"severity": "error", "code": "E-REPORT-VERDICT", "message": p, "source": None}
+            for p in _verdict_problems(directory)
+        ]
         if sig is not None and not sig.ok:
             findings.append(
                 {"severity": "error", "code": "E-REPORT-SIGNATURE", "message": sig.message, "source": None}
@@ -91,17 +95,17 @@ def register(group: click.Group) -> None:
             )
             sys.exit(EXIT_FINDINGS if findings else EXIT_OK)
         for f in findings:
-            click.echo(f"error: {f['code']}: {f['message']}")
+            echo(f"error: {f['code']}: {f['message']}")
         if not problems:
-            click.echo(f"{directory}: intact (every file matches {MANIFEST_NAME})")
+            echo(f"{directory}: intact (every file matches {MANIFEST_NAME})")
         if sig is not None and sig.ok:
-            click.echo(f"{directory}: {sig.message}")
+            echo(f"{directory}: {sig.message}")
         elif sig is None and not problems:
-            click.echo(f"note: {INTEGRITY_NOTE}")
+            echo(f"note: {INTEGRITY_NOTE}")
             if unchecked:
-                click.echo(f"note: {SIGNATURE} is present but was not checked (pass --allowed-signers FILE)")
+                echo(f"note: {SIGNATURE} is present but was not checked (pass --allowed-signers FILE)")
         if findings:
-            click.echo(f"{directory}: {len(findings)} problem(s)", err=True)
+            echo(f"{directory}: {len(findings)} problem(s)", err=True)
         sys.exit(EXIT_FINDINGS if findings else EXIT_OK)
 
     @group.command("sign")
@@ -139,7 +143,7 @@ def register(group: click.Group) -> None:
                 )
             )
         else:
-            click.echo(f"signed {directory / MANIFEST_NAME} -> {path} (namespace {NAMESPACE})")
+            echo(f"signed {directory / MANIFEST_NAME} -> {path} (namespace {NAMESPACE})")
         sys.exit(EXIT_OK)
 
     @group.command("diff")
@@ -159,17 +163,25 @@ def register(group: click.Group) -> None:
         Exit 0 same, 1 different, 2 when either is not a readable report (so "different" stays unambiguous).
         """
         from envbuild.errors import ReportError
-        from envbuild.validate import load_report
-        from envbuild.validate.verify import TIMING_MIN_S, TIMING_RATIO, compare_reports
+        from envbuild.validate.verify import TIMING_MIN_S, TIMING_RATIO, check_report, compare_reports
 
         try:
-            reports = load_report(a), load_report(b)
+            checked = check_report(a), check_report(b)
         except ReportError as exc:
             raise UsageError(exc.message) from None
-        result = compare_reports(*reports)
+        result = compare_reports(checked[0].report, checked[1].report)  # verdicts derived, not stored
         diffs = [c.text for c in result.changes]
+        unverified = [
+            f"{which} ({path}): {problem}"
+            for which, path, c in (("A", a, checked[0]), ("B", b, checked[1]))
+            for problem in c.problems
+        ]
         if as_json:
             notes = [
+                {"severity": "warning", "code": "W-REPORT-UNVERIFIED", "message": u, "source": None}
+                for u in unverified
+            ]
+            notes += [
                 {"severity": "info", "code": "I-DIFF-PARTIAL", "message": n, "source": None}
                 for n in result.notes
             ]
@@ -185,12 +197,14 @@ def register(group: click.Group) -> None:
                 )
             )
         else:
+            for line in unverified:
+                echo(f"warning: W-REPORT-UNVERIFIED: {line}")
             for line in diffs:
-                click.echo(line)
+                echo(line)
             if not diffs:
-                click.echo("no differences")
+                echo("no differences")
             for note in result.notes:
-                click.echo(f"note: {note}")
+                echo(f"note: {note}")
         sys.exit(EXIT_FINDINGS if diffs else EXIT_OK)
 
     @group.command("fleet")
@@ -236,22 +250,40 @@ def register(group: click.Group) -> None:
         else:
             _print_fleet(fleet)
         if html is not None:
-            click.echo(f"envbuild: wrote {html}", err=True)
+            echo(f"envbuild: wrote {html}", err=True)
         sys.exit(EXIT_OK if fleet.ok else EXIT_FINDINGS)
 
 
+def _verdict_problems(directory: Path) -> list[str]:
+    """``report verify``: where report.json's stored verdict disagrees with its stages (a report.json
+    that does not read is the manifest check's to name, or says so here)."""
+    from envbuild.errors import ReportError
+    from envbuild.validate.verify import parse_report, verdict_problems
+
+    if not (directory / "report.json").is_file():
+        return []  # a missing report.json is named by the manifest check
+    try:
+        return verdict_problems(parse_report(directory))
+    except ReportError as exc:
+        return [exc.message]
+
+
 def _print_fleet(fleet: object) -> None:
-    from rich.markup import escape
+    """The lots' table: every string from a report goes through :func:`markup` (escaped, never read as
+    rich markup or run as a terminal escape)."""
     from rich.table import Table
 
     from envbuild.cli.output import console as make_console
+    from envbuild.cli.output import markup as escape
+    from envbuild.untrusted import one_line
     from envbuild.validate.fleet import Fleet, flagged, stage_cell
 
     assert isinstance(fleet, Fleet)
     marks = flagged(fleet)
 
-    def cell(text: str, flag: bool) -> str:  # "!" marks an outlier where there is no colour
-        return f"[bold red]{escape(text)} ![/]" if flag else escape(text)
+    def cell(text: str, flag: bool, multiline: bool = False) -> str:  # "!": an outlier, without colour
+        shown = escape(text, multiline=multiline)
+        return f"[bold red]{shown} ![/]" if flag else shown
 
     lots = Table(title=f"envbuild report fleet — {len(fleet.lots)} lots")
     lots.add_column("lot", no_wrap=True)
@@ -261,8 +293,8 @@ def _print_fleet(fleet: object) -> None:
         lots.add_column(col, overflow="fold")
     times = Table(title="seconds per stage")
     times.add_column("lot", no_wrap=True)
-    for stage in fleet.stages:
-        times.add_column(stage, justify="right", no_wrap=True)
+    for stage in fleet.stages:  # a stage's name is a report's too
+        times.add_column(escape(stage), justify="right", no_wrap=True)
     times.add_column("total", justify="right", no_wrap=True)
     for lot in fleet.lots:
         cols = marks.get(lot.lot, set())
@@ -273,7 +305,7 @@ def _print_fleet(fleet: object) -> None:
             escape(lot.first_failure or "-"),
             cell(lot.driver or "-", "driver" in cols),
             cell(", ".join(lot.gpu_names) or "none", "gpu names" in cols),
-            cell("\n".join(lot.gpu_uuids) or "none", "gpu uuid" in cols),
+            cell("\n".join(map(one_line, lot.gpu_uuids)) or "none", "gpu uuid" in cols, multiline=True),
             cell(f"{lot.packages} ({lot.package_count})" if lot.packages else "unknown", "packages" in cols),
             cell(lot.hardware or "not read", "hardware" in cols),
             cell(lot.node or "-", "fleet group" in cols),

@@ -35,7 +35,10 @@ def handle_errors(func: F) -> F:
 
                 command = click.get_current_context().command_path.split(" ", 1)[-1]
                 print_json(envelope(command, ok=False, findings=error_findings(exc)))
-            click.echo(f"envbuild: error: {exc}", err=True)
+            from envbuild.untrusted import terminal
+
+            # an error may quote a capture, a report, a peer or a compiler: its escapes shown, not run
+            click.echo(f"envbuild: error: {terminal(exc, multiline=True)}", err=True)
             sys.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("envbuild: interrupted", err=True)

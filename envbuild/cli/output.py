@@ -7,6 +7,9 @@
   file and key for an invalid profile).  docs/output.schema.json is its JSON Schema.
 - Colour and tables come from rich, which writes plain text when ``NO_COLOR`` is set or the output is not
   a terminal.
+- Text envbuild did not write (a report's, a capture's, a peer's, torch's) reaches the terminal through
+  :mod:`envbuild.untrusted`: :func:`echo` for a line, :func:`markup` for text inside rich markup, and
+  ``Text(terminal(...))`` or :func:`print_findings` for the rest; never as markup of its own.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import click
 
 from envbuild.boundary import to_data
 from envbuild.errors import EnvbuildError, ProfileError
+from envbuild.untrusted import terminal
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -64,6 +68,21 @@ def print_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=True))
 
 
+def echo(text: object, *, err: bool = False) -> None:
+    """One message (lines where it has several) on stdout or stderr, its control characters shown as
+    escapes (:func:`envbuild.untrusted.terminal`)."""
+    click.echo(terminal(text, multiline=True), err=err)
+
+
+def markup(text: object, *, multiline: bool = False) -> str:
+    """``text`` to put inside a rich markup string: control characters as escapes (``multiline``: not
+    ``\n``), then ``rich.markup.escape`` (gloo's ``[enforce fail at /__w/...]`` would otherwise be read
+    as a tag)."""
+    from rich.markup import escape
+
+    return escape(terminal(text, multiline=multiline))
+
+
 def console(*, err: bool = False, soft_wrap: bool = False) -> Console:
     """A rich console on stdout (or stderr): plain text off a terminal, and under ``NO_COLOR`` (no bold
     either); ``FORCE_COLOR`` styles text that is not a terminal."""
@@ -75,7 +94,7 @@ def console(*, err: bool = False, soft_wrap: bool = False) -> Console:
 
 def finding_line(finding: Finding) -> str:
     """``warning: W-DRIVER-UNKNOWN: message``: the one line shape of a finding."""
-    return f"{finding.severity}: {finding.code}: {finding.message}"
+    return f"{finding.severity}: {finding.code}: {terminal(finding.message)}"
 
 
 def print_findings(findings: Sequence[Finding], *, verbose: bool = False, out: Console | None = None) -> None:
@@ -83,9 +102,9 @@ def print_findings(findings: Sequence[Finding], *, verbose: bool = False, out: C
     from rich.text import Text
 
     out = out if out is not None else console()
-    for finding in findings:
+    for finding in findings:  # a message may quote a capture (a card's name, a driver): shown, not run
         line = Text(f"{finding.severity}:", style=SEVERITY_STYLE[finding.severity])
-        line.append(f" {finding.code}: {finding.message}")
+        line.append(f" {finding.code}: {terminal(finding.message)}")
         out.print(line, soft_wrap=True)
         if verbose and finding.source:
-            out.print(Text(f"  source: {finding.source}", style="dim"), soft_wrap=True)
+            out.print(Text(f"  source: {terminal(finding.source)}", style="dim"), soft_wrap=True)

@@ -74,8 +74,10 @@ def summary(captures: Captures) -> str:
     from collections import Counter
 
     from envbuild.hardware.merge import sources
+    from envbuild.untrusted import terminal
 
     names = Counter(d.name or "unnamed" for d in captures.facts.devices)
     cards = ", ".join(f"{n} x {name}" for name, n in names.items()) or "no device"
     drv = f", driver {captures.facts.driver_version}" if captures.facts.driver_version else ""
-    return f"{cards}{drv} ({sources(captures.readings)})"
+    # for the terminal (check's "hardware" row): the capture's names and driver shown, never run
+    return terminal(f"{cards}{drv} ({sources(captures.readings)})")

@@ -41,6 +41,7 @@ from envbuild import __version__
 from envbuild.boundary import to_data, to_json
 from envbuild.errors import ReportError, UsageError
 from envbuild.models import Lock, read_lock
+from envbuild.untrusted import terminal
 from envbuild.validate.host import host_facts
 from envbuild.validate.interp import DEFAULT_LOCK, SOURCE_SELF, choose_python, default_workdir, find_lock
 from envbuild.validate.ladder import Interrupted, run_stages
@@ -210,7 +211,7 @@ def run_validation(
 
 
 def _warn(stale: StaleRun) -> None:
-    print(f"envbuild: warning: {stale.message}", file=sys.stderr)
+    print(f"envbuild: warning: {terminal(stale.message)}", file=sys.stderr)  # RUNNING.json's host, pid
 
 
 def _read_bytes(path: Path) -> bytes:

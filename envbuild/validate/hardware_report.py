@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from envbuild.untrusted import markdown, markdown_code
+
 Section = dict[str, Any]
 
 
 def _md(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    return markdown(text)  # a capture's text: escaped for Markdown, control characters shown
 
 
 def _gib(mib: object) -> str | None:
@@ -90,7 +92,7 @@ def hardware_section(hw: Section | None) -> list[str]:
     driver = facts.get("driver_version")
     runtime = facts.get("runtime_version")
     out.append(
-        f"Read from `{_md(hw.get('source'))}`"
+        f"Read from {markdown_code(hw.get('source'))}"
         + (f", driver {_md(driver)}" if driver else "")
         + (f", runtime {_md(runtime)}" if runtime else "")
         + "."
@@ -99,17 +101,20 @@ def hardware_section(hw: Section | None) -> list[str]:
     out.append("|---" * (len(DEVICE_FACTS) + 1) + "|")
     for dev in _devices(hw):
         cells = [_md(v) if (v := get(dev)) is not None else "-" for _, get in DEVICE_FACTS]
-        out.append(f"| {dev.get('index')} | " + " | ".join(cells) + " |")
+        out.append(f"| {_md(dev.get('index'))} | " + " | ".join(cells) + " |")
     out += ["", "| rule | verdict | findings / not judged |", "|---|---|---|"]
     for v in hw.get("verdicts") or []:
         verdict = str(v.get("verdict"))
-        shown = f"**{verdict}**" if verdict in ("error", "warning") else verdict
-        detail = ", ".join(v.get("codes") or []) or "; ".join(v.get("why") or []) or "-"
+        shown = f"**{verdict}**" if verdict in ("error", "warning") else _md(verdict)
+        detail = ", ".join(map(str, v.get("codes") or [])) or "; ".join(map(str, v.get("why") or [])) or "-"
         out.append(f"| {_md(v.get('rule'))} | {shown} | {_md(detail)} |")
     findings = [f for f in hw.get("findings") or [] if f.get("severity") != "info"]
     if findings:
         out.append("")
-        out += [f"- {f.get('severity')}: `{f.get('code')}`: {_md(f.get('message'))}" for f in findings]
+        out += [
+            f"- {_md(f.get('severity'))}: {markdown_code(f.get('code'))}: {_md(f.get('message'))}"
+            for f in findings
+        ]
     return out
 
 

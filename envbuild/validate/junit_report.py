@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
+from envbuild.untrusted import terminal
 from envbuild.validate.markdown_report import check_entries, output_tail
 from envbuild.validate.model import Report
 
@@ -28,6 +29,15 @@ def _junit_case(
         ET.SubElement(case, "skipped", message=f"{status}: {message}")
     if warnings:
         ET.SubElement(case, "system-out").text = "".join(f"warning: {w}\n" for w in warnings)
+
+
+def _visible(element: ET.Element) -> None:
+    """Every text and attribute with its control characters as escapes (``\n`` kept in text): they are
+    the machine's (XML 1.0 cannot hold most of them, and a CI's view would print them)."""
+    for el in element.iter():
+        el.attrib.update({k: terminal(v) for k, v in el.attrib.items()})
+        if el.text:
+            el.text = terminal(el.text, multiline=True)
 
 
 def render_junit(report: Report) -> str:
@@ -93,5 +103,6 @@ def render_junit(report: Report) -> str:
         time=f"{report.duration_s:.3f}",
         timestamp=report.started_at,
     )
+    _visible(suite)
     ET.indent(suite)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"

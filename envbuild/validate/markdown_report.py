@@ -1,6 +1,10 @@
 """``report.md``: the run for a person reading it in a terminal or a review (:func:`render_markdown`),
 and the views of a report the other formats share (:func:`check_entries`, :func:`output_tail`,
-:func:`stage_warnings`, :func:`key_facts`)."""
+:func:`stage_warnings`, :func:`key_facts`).
+
+Every string of the report reaches the page through :mod:`envbuild.untrusted` (:func:`_md`, text;
+:func:`_code`, a code span; ``markdown_block``, the output tails): a machine's, a check's or a peer's
+text is shown as text, never read as Markdown or HTML nor run as a terminal escape (issue 36)."""
 
 from __future__ import annotations
 
@@ -8,25 +12,31 @@ import json
 import re
 from typing import Any
 
+from envbuild.untrusted import markdown, markdown_block, markdown_code
 from envbuild.validate.hardware_report import hardware_section
 from envbuild.validate.model import Report
 from envbuild.validate.redact import redact_text
 
+PYTHON_ON_PATH = "`python` on PATH"  # key_facts' one label with Markdown of its own
+
 
 def render_markdown(report: Report) -> str:
     lines = [
-        f"# envbuild validation report `{report.run_id}`",
+        f"# envbuild validation report {_code(report.run_id)}",
         "",
         f"- result: **{'PASSED' if report.ok else 'FAILED'}**"
         + (" (interrupted)" if report.interrupted else ""),
-        f"- lock: `{report.lock.path}` (sha256 `{report.lock.sha256[:16]}…`, profile "
-        f"`{report.lock.content.get('profile_name')}`)",
-        f"- interpreter: `{report.python}`; workdir `{report.workdir}`",
-        f"- started {report.started_at}, {report.duration_s:.1f} s; envbuild {report.envbuild_version}",
-        f"- stage reached: {report.stage_reached or '-'}",
+        f"- lock: {_code(report.lock.path)} (sha256 {_code(report.lock.sha256[:16] + '…')}, profile "
+        f"{_code(report.lock.content.get('profile_name'))})",
+        f"- interpreter: {_code(report.python)}; workdir {_code(report.workdir)}",
+        f"- started {_md(report.started_at)}, {report.duration_s:.1f} s; "
+        f"envbuild {_md(report.envbuild_version)}",
+        f"- stage reached: {_md(report.stage_reached or '-')}",
     ]
     if report.first_failure:
-        lines.append(f"- first failure: **{report.first_failure.stage}**: {_md(report.first_failure.error)}")
+        lines.append(
+            f"- first failure: **{_md(report.first_failure.stage)}**: {_md(report.first_failure.error)}"
+        )
     lines += ["", "| stage | status | seconds | detail |", "|---|---|---|---|"]
     for s in report.stages:
         detail = s.error or str(s.facts.get("reason", ""))
@@ -37,11 +47,13 @@ def render_markdown(report: Report) -> str:
             )
         elif s.hint:
             detail += f" — hint: {s.hint}" if detail else f"hint: {s.hint}"
-        lines.append(f"| {s.stage} | {s.status} | {s.duration_s:.2f} | {_md(detail)} |")
+        lines.append(f"| {_md(s.stage)} | {_md(s.status)} | {s.duration_s:.2f} | {_md(detail)} |")
     lines += warnings_section(report)
     lines += ["", "## Key facts", ""]
     lines += [
-        f"- {label}: {_md(str(value))}" for label, value in key_facts(report) if value not in (None, "", [])
+        f"- {label if label == PYTHON_ON_PATH else _md(label)}: {_md(value)}"
+        for label, value in key_facts(report)
+        if value not in (None, "", [])
     ]
     lines += hardware_section(report.hardware)
     lines += blender_section(report)
@@ -96,12 +108,12 @@ def packages_section(report: Report) -> list[str]:
     ]
     out = ["", "## Packages", ""]
     if facts.get("note"):
-        out += [f"> **Note:** {_line(str(facts['note']))}", ""]
+        out += [f"> **Note:** {_md(facts['note'])}", ""]
     out.append(f"{compared}: " + ", ".join(f"{label} {len(items)}" for label, _, items in lists) + ".")
     for _, title, items in lists:
         if items:
             out += ["", f"**{title}** ({len(items)}):", ""]
-            out += [f"- {_line(str(item))}" for item in items]
+            out += [f"- {_md(item)}" for item in items]
     return out
 
 
@@ -112,10 +124,12 @@ def blender_section(report: Report) -> list[str]:
         return []
     out = ["", "## Blender", ""]
     out.append(
-        f"Blender {facts.get('version_string') or facts.get('version')} ({facts.get('mode')}, locked "
-        f"{facts.get('locked_version')}); import {facts.get('import_s')} s. Declared devices: "
-        + ", ".join(str(d) for d in facts.get("declared") or [])
-        + "."
+        _md(
+            f"Blender {facts.get('version_string') or facts.get('version')} ({facts.get('mode')}, locked "
+            f"{facts.get('locked_version')}); import {facts.get('import_s')} s. Declared devices: "
+            + ", ".join(str(d) for d in facts.get("declared") or [])
+            + "."
+        )
     )
     devices = facts.get("devices") or {}
     compiled = facts.get("compiled") or {}
@@ -126,29 +140,37 @@ def blender_section(report: Report) -> list[str]:
         for kind, names in devices.items()
     ]
     if seen:
-        out += ["", "Cycles devices Blender sees: " + "; ".join(seen) + "."]
+        out += ["", "Cycles devices Blender sees: " + _md("; ".join(seen)) + "."]
     scene = facts.get("scene") or {}
     if scene:
         out += [
             "",
-            f"Scene: the factory startup scene, {scene.get('size')}x{scene.get('size')} pixels, "
-            f"{scene.get('samples')} samples, seed {scene.get('seed')}, no denoising; a GPU render passes "
-            f"with PSNR >= {facts.get('psnr_min_db')} dB against the CPU render.",
+            _md(
+                f"Scene: the factory startup scene, {scene.get('size')}x{scene.get('size')} pixels, "
+                f"{scene.get('samples')} samples, seed {scene.get('seed')}, no denoising; a GPU render "
+                f"passes with PSNR >= {facts.get('psnr_min_db')} dB against the CPU render."
+            ),
         ]
     out += ["", "| device | status | render s | PSNR vs CPU (dB) | image |", "|---|---|---|---|---|"]
     for r in facts.get("renders") or []:
         image = r.get("image")
-        link = f"[{image}]({image})" if image else "-"
+        link = f"[{_md(image)}]({_target(image)})" if _target(image) else _md(image or "-")
         psnr = r.get("psnr_db", "-" if r.get("device") != "CPU" else "reference")
-        out.append(f"| {r.get('device')} | {r.get('status')} | {r.get('render_s', '-')} | {psnr} | {link} |")
+        cells = (r.get("device"), r.get("status"), r.get("render_s", "-"), psnr)
+        out.append("| " + " | ".join(_md(c) for c in cells) + f" | {link} |")
     for r in facts.get("renders") or []:
-        if r.get("image"):
-            out += ["", f"![{r.get('device')} render]({r['image']})"]
+        if _target(r.get("image")):
+            out += ["", f"![{_md(r.get('device'))} render]({_target(r.get('image'))})"]
     return out
 
 
-def _line(text: str) -> str:
-    return text.replace("\n", " ")
+_PICTURE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\.png$")
+
+
+def _target(image: object) -> str | None:
+    """A render's picture as a link target: a plain file name beside report.md (the validator writes
+    ``render-DEVICE.png``), else None (the name is then shown as text, not linked)."""
+    return image if isinstance(image, str) and _PICTURE.match(image) else None
 
 
 TAIL_LINES = 40
@@ -162,11 +184,6 @@ def output_tail(text: str, lines: int = TAIL_LINES, chars: int = TAIL_CHARS) -> 
     return redact_text(tail)
 
 
-def _fence(text: str) -> str:
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    return "`" * max(3, longest + 1)
-
-
 def check_entries(report: Report) -> list[dict[str, Any]]:
     """The checks stage's entries (one per check that ran), in the order they ran."""
     facts = next((s.facts for s in report.stages if s.stage == "checks"), {})
@@ -175,6 +192,16 @@ def check_entries(report: Report) -> list[dict[str, Any]]:
 
 def _value(value: object) -> str:
     return "-" if value is None else _md(value if isinstance(value, str) else json.dumps(value))
+
+
+def _md(text: object) -> str:
+    """Text of the report, as one line of Markdown that reads as the text."""
+    return markdown(text)
+
+
+def _code(text: object, in_table: bool = False) -> str:
+    """Text of the report as a code span."""
+    return markdown_code(text, in_table=in_table)
 
 
 def checks_section(report: Report) -> list[str]:
@@ -187,7 +214,7 @@ def checks_section(report: Report) -> list[str]:
     out = ["", "## Checks", ""]
     if facts.get("python"):
         out += [
-            f"Run in `{facts.get('workdir')}` with `{facts['python']}` (its folder first on PATH).",
+            f"Run in {_code(facts.get('workdir'))} with {_code(facts['python'])} (its folder first on PATH).",
             "",
         ]
     out += [
@@ -197,34 +224,36 @@ def checks_section(report: Report) -> list[str]:
     for e in entries:
         argv = " ".join(str(a) for a in e.get("argv") or [])
         out.append(
-            f"| {_md(str(e.get('name')))} | {e.get('status')} | {_value(e.get('returncode'))} | "
-            f"{_value(e.get('seconds'))} | {_value(e.get('stragglers_killed'))} | `{_md(argv)}` |"
+            f"| {_md(e.get('name'))} | {_md(e.get('status'))} | {_value(e.get('returncode'))} | "
+            f"{_value(e.get('seconds'))} | {_value(e.get('stragglers_killed'))} | "
+            f"{_code(argv, in_table=True)} |"
         )
     rows = [(e, a) for e in entries for a in e.get("assertions") or [] if isinstance(a, dict)]
     if rows:
         out += ["", "| check | assertion | expected | actual | result |", "|---|---|---|---|---|"]
         for e, a in rows:
             what = (
-                "exit status" if a.get("kind") == "exit" else f"{a.get('kind')} `{_md(str(a.get('target')))}`"
+                "exit status"
+                if a.get("kind") == "exit"
+                else f"{_md(a.get('kind'))} {_code(a.get('target'), in_table=True)}"
             )
-            verdict = "ok" if a.get("ok") else f"**failed**: {_md(str(a.get('error', '')))}"
+            verdict = "ok" if a.get("ok") else f"**failed**: {_md(a.get('error', ''))}"
             out.append(
-                f"| {_md(str(e.get('name')))} | {what} | {_value(a.get('expected'))} | "
+                f"| {_md(e.get('name'))} | {what} | {_value(a.get('expected'))} | "
                 f"{_value(a.get('actual'))} | {verdict} |"
             )
     for entry in (e for e in entries if e.get("status") != "passed"):
         argv = " ".join(str(a) for a in entry.get("argv") or [])
-        out += ["", f"### `{entry.get('name')}`: {entry.get('status')}", ""]
-        out += [f"- error: {_line(str(entry.get('error', '')))}"]
+        out += ["", f"### {_code(entry.get('name'))}: {_md(entry.get('status'))}", ""]
+        out += [f"- error: {_md(entry.get('error', ''))}"]
         if entry.get("returncode") is not None:
-            out.append(f"- exit status: {entry['returncode']}")
+            out.append(f"- exit status: {_md(entry['returncode'])}")
         tail = output_tail(str(entry.get("output_tail") or ""))
         if tail.strip():
-            fence = _fence(tail)
-            out += ["", f"Output (last {TAIL_LINES} lines at most):", "", fence, tail, fence, ""]
+            out += ["", f"Output (last {TAIL_LINES} lines at most):", "", *markdown_block(tail), ""]
         else:
             out += ["", "No output.", ""]
-        out.append(f"- command: `{_line(argv)}`")
+        out.append(f"- command: {_code(argv)}")
     return out
 
 
@@ -239,7 +268,7 @@ def warnings_section(report: Report) -> list[str]:
     found = stage_warnings(report)
     if not found:
         return []
-    return ["", "## Warnings", "", *(f"- **{stage}**: {_md(text)}" for stage, text in found)]
+    return ["", "## Warnings", "", *(f"- **{_md(stage)}**: {_md(text)}" for stage, text in found)]
 
 
 def key_facts(report: Report) -> list[tuple[str, object]]:
@@ -250,7 +279,7 @@ def key_facts(report: Report) -> list[tuple[str, object]]:
         ("interpreter", py.get("executable")),
         ("python", py.get("version")),
         ("environment", _environment(py)),
-        ("`python` on PATH", _on_path(py)),
+        (PYTHON_ON_PATH, _on_path(py)),
         ("os", f.get("os", {}).get("pretty_name")),
         ("glibc", f.get("os", {}).get("libc_version")),
         ("torch", f.get("accelerator", {}).get("torch_version")),
@@ -302,7 +331,3 @@ def _on_path(py: dict[str, object]) -> str | None:
         return "none"
     same = "the interpreter under test" if first.get("is_under_test") else "NOT the interpreter under test"
     return f"{first['path']} ({same})"
-
-
-def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")

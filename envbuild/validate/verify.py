@@ -1,10 +1,16 @@
 """Check a (copied) report directory against its manifest (integrity, not authenticity: see
-:mod:`envbuild.validate.sign`), and compare two reports."""
+:mod:`envbuild.validate.sign`), and compare two reports.
+
+A report's verdict is derived from its stages, never taken from its stored ``ok`` (issue 36, finding
+7): :func:`load_report` checks the folder against its manifest (as ``report verify`` does) and the
+stored ``ok`` against the stages, and a report failing either is never a pass: its ``ok`` is false and
+its ``first_failure`` names the problem (``report fleet`` and ``report diff`` read reports through it).
+"""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +20,7 @@ from envbuild.boundary import InvalidData, parse_json
 from envbuild.digest import sha256_file
 from envbuild.errors import ReportError
 from envbuild.validate.hardware_report import hardware_differences
-from envbuild.validate.model import Report
+from envbuild.validate.model import FirstFailure, Report
 from envbuild.validate.report import MANIFEST
 from envbuild.validate.sign import SIGNATURE
 
@@ -62,7 +68,60 @@ def verify_report(directory: Path) -> list[str]:
     return problems
 
 
+def derived_ok(report: Report) -> bool:
+    """The verdict its stages give: at least one stage, each passed or skipped, and not interrupted."""
+    return bool(report.stages) and not report.interrupted and all(s.ok for s in report.stages)
+
+
+def verdict_problems(report: Report) -> list[str]:
+    """Where the stored verdict (``ok``, ``first_failure``) disagrees with the stages; empty: it agrees."""
+    derived = derived_ok(report)
+    if report.ok and not derived:
+        bad = [f"{s.stage} {s.status}" for s in report.stages if not s.ok]
+        why = (
+            "stage " + ", ".join(bad)
+            if bad
+            else ("the run was interrupted" if report.interrupted else "it records no stage")
+        )
+        return [f"report.json says ok: true, but {why}: the verdict is FAILED, derived from its stages"]
+    if not report.ok and derived:
+        return [
+            "report.json says ok: false, but every stage passed or was skipped: its stored verdict disagrees"
+        ]
+    if derived and report.first_failure is not None:
+        return [f"report.json names a first failure ({report.first_failure.stage}) though every stage passed"]
+    return []
+
+
+@dataclass(frozen=True)
+class CheckedReport:
+    """A report as read from its folder: ``report`` with its verdict derived (``ok`` false and the problem
+    as ``first_failure`` when ``problems``), and what is wrong with the folder or its stored verdict."""
+
+    report: Report
+    problems: tuple[str, ...]
+
+
+def check_report(directory: Path) -> CheckedReport:
+    """Read ``directory``'s report.json, check the folder against its manifest (:func:`verify_report`) and
+    the stored verdict against the stages (:func:`verdict_problems`)."""
+    report = parse_report(directory)
+    problems = [f"{MANIFEST}: {p}" for p in verify_report(directory)] + verdict_problems(report)
+    if not problems:
+        return CheckedReport(report, ())
+    failed = next((s for s in report.stages if not s.ok), None)
+    first = f"; first failed stage {failed.stage}: {failed.error or failed.status}" if failed else ""
+    why = FirstFailure(stage="report", error="not counted as a pass: " + "; ".join(problems) + first)
+    return CheckedReport(replace(report, ok=False, first_failure=why), tuple(problems))
+
+
 def load_report(directory: Path) -> Report:
+    """The report in ``directory`` with its verdict derived (see :func:`check_report`)."""
+    return check_report(directory).report
+
+
+def parse_report(directory: Path) -> Report:
+    """``directory``'s report.json as it is (its stored verdict unchecked)."""
     if not directory.is_dir():
         raise ReportError(f"{directory}: not a report directory")
     path = directory / "report.json"
