@@ -10,6 +10,7 @@ edits a copy of a real report (said at each place).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -78,7 +79,16 @@ def _edit(src: Path, dest: Path, change: Any) -> Path:
     data = json.loads(path.read_text(encoding="utf-8"))
     change(data)
     path.write_text(json.dumps(data), encoding="utf-8")
+    _remanifest(dest)
     return dest
+
+
+def _remanifest(folder: Path) -> None:
+    """MANIFEST.sha256 written again for the edited copy: it stands for a real lot's own run, whose
+    manifest matches (``report fleet`` / ``report diff`` check it, issue 36)."""
+    names = sorted(p.name for p in folder.iterdir() if p.name != "MANIFEST.sha256")
+    lines = [f"{hashlib.sha256((folder / n).read_bytes()).hexdigest()}  {n}\n" for n in names]
+    (folder / "MANIFEST.sha256").write_text("".join(lines), encoding="utf-8")
 
 
 def _stage(data: dict[str, Any], name: str) -> dict[str, Any]:

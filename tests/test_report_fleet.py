@@ -8,6 +8,7 @@ a drifted package) it edits a copy of a real run's report.json, said at each pla
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -65,8 +66,17 @@ def _lots(real_runs: list[Path], tmp_path: Path, edits: dict[int, Any] | None = 
         if edits and i in edits:
             edits[i](data)
         (dest / "report.json").write_text(json.dumps(data), encoding="utf-8")
+        _remanifest(dest)
         out.append(dest)
     return out
+
+
+def _remanifest(folder: Path) -> None:
+    """MANIFEST.sha256 written again for the edited copy: it stands for a real lot's own run, whose
+    manifest matches (``report fleet`` / ``report diff`` check it, issue 36)."""
+    names = sorted(p.name for p in folder.iterdir() if p.name != "MANIFEST.sha256")
+    lines = [f"{hashlib.sha256((folder / n).read_bytes()).hexdigest()}  {n}\n" for n in names]
+    (folder / "MANIFEST.sha256").write_text("".join(lines), encoding="utf-8")
 
 
 def _stage(data: dict[str, Any], name: str) -> dict[str, Any]:
