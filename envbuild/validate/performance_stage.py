@@ -61,10 +61,16 @@ def run_performance(ctx: StageContext) -> StageResult:
 def _with_fleet(
     ctx: StageContext, res: StageResult, data: PerformanceFile, budget: float, backend: str, max_bytes: int
 ) -> StageResult:
-    """The lots' all-reduce (``--fleet``): envbuild's handshake, then one rank per lot."""
+    """The lots' all-reduce (``--fleet``): envbuild's handshake, then one rank per lot, whose proofs of
+    the token (an all-gather over the group) come before anything is measured."""
     spec = ctx.fleet
     assert spec is not None
-    facts: dict[str, object] = {"node_rank": spec.rank, "nodes": spec.nodes, "address": spec.address}
+    facts: dict[str, object] = {
+        "node_rank": spec.rank,
+        "nodes": spec.nodes,
+        "address": spec.address,
+        "transport": rendezvous.TRANSPORT_NOTE,
+    }
     warnings = list(res.facts.get("warnings") or [])
     if spec.rank == 0 and (public := rendezvous.public_address_warning(spec)):
         warnings.append(public)
@@ -73,18 +79,13 @@ def _with_fleet(
         group = rendezvous.serve(spec, wait) if spec.rank == 0 else rendezvous.join(spec, wait)
     except rendezvous.FleetError as exc:
         fleet = {**facts, "error": str(exc)}
-        return replace(
-            res,
-            status="failed",
-            facts={**res.facts, "fleet": fleet, "warnings": warnings},
-            error=res.error or str(exc),
-            hint=res.hint
-            or f"open {rendezvous.ports_to_open(spec)}, and start every lot with the same --fleet",
-        )
+        hint = f"open {rendezvous.ports_to_open(spec)}, and start every lot with the same --fleet"
+        return _failed(res, {**res.facts, "fleet": fleet, "warnings": warnings}, str(exc), hint)
     args = {
         "world": spec.nodes,
         "rank": spec.rank,
-        "init_method": group.init_method,
+        "store": group.store,  # node 0's rank binds it to HOST only (probe_collectives.py)
+        "proofs": list(group.proofs),
         "backend": backend,
         "budget_s": budget,
         "timeout_s": 60.0,
@@ -92,6 +93,16 @@ def _with_fleet(
         "limit_s": _sweep_limit(ctx),
     }
     sweep = probe(ctx, "performance", "collectives", args)
+    unproven = [int(r) for r in sweep.get("unproven") or []]
+    if unproven:  # a stranger reached torch's store: nothing measured in that group is kept
+        fleet = {**facts, "peers": list(group.peers), "all_reduce": {**sweep, "sizes": []}, "network": None}
+        error = (
+            f"--fleet: rank(s) {', '.join(map(str, unproven))} of the group could not prove the fleet token "
+            f"(something other than the admitted lots reached torch's store at {group.store}); admitted: "
+            f"{group.admitted}; no figure from this group is kept"
+        )
+        hint = f"allow only the other lots to reach node 0 ({rendezvous.ports_to_open(spec)})"
+        return _failed(res, {**res.facts, "fleet": fleet, "warnings": warnings}, error, hint)
     judged = judge_fleet(ctx.lock, sweep, data)
     fleet = {
         **facts,
@@ -103,18 +114,25 @@ def _with_fleet(
     if sweep.get("errors") or not sweep.get("sums_ok"):
         why = "; ".join(sweep.get("errors") or []) or "the lots' all-reduce returned wrong sums"
         error = f"--fleet all-reduce across {spec.nodes} lots failed: {why}"
-        hint = f"open {rendezvous.ports_to_open(spec)}"
-        return replace(res, status="failed", facts=facts_out, error=res.error or error, hint=res.hint or hint)
+        return _failed(res, facts_out, error, f"open {rendezvous.ports_to_open(spec)}")
     if judged is not None and judged.ok is False:
         hint = (
             "the network between the lots is slower than the profile needs: ask the provider for the "
             "lots' interconnect (InfiniBand/RoCE, not the public network), and set NCCL_SOCKET_IFNAME / "
             "GLOO_SOCKET_IFNAME to that interface"
         )
-        return replace(
-            res, status="failed", facts=facts_out, error=res.error or judged.problem(), hint=res.hint or hint
-        )
-    return replace(res, facts=facts_out)
+        return _failed(res, facts_out, judged.problem(), hint)
+    return replace(res, facts=facts_out, hint=_noted(res.hint))
+
+
+def _failed(res: StageResult, facts: dict[str, object], error: str, hint: str) -> StageResult:
+    """The stage failed by the fleet (unless a figure already failed it: its error comes first)."""
+    return replace(res, status="failed", facts=facts, error=res.error or error, hint=_noted(res.hint or hint))
+
+
+def _noted(hint: str | None) -> str:
+    """The stage's hint, and that the lots' traffic is not protected (:data:`rendezvous.TRANSPORT_NOTE`)."""
+    return f"{hint}; {rendezvous.TRANSPORT_NOTE}" if hint else rendezvous.TRANSPORT_NOTE
 
 
 def _sweep_limit(ctx: StageContext) -> float:

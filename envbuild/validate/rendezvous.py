@@ -2,40 +2,58 @@
 
 torch's own rendezvous (c10d) keeps peers' state in a TCP store without authentication, and unpickles
 what it reads: a stranger who reaches the port can run code.  So the lots first meet on envbuild's own
-socket, each proving it holds the shared token (``--fleet-token`` or ``$ENVBUILD_FLEET_TOKEN``):
+socket, each proving it holds the shared token (``--fleet-token`` or ``$ENVBUILD_FLEET_TOKEN``,
+:mod:`envbuild.validate.fleet_token`):
 
 1. node 0 listens on ``HOST:PORT`` (only for the stage's duration) and sends each caller a random
    challenge;
-2. the caller answers ``HMAC-SHA256(token, "client|challenge|rank")`` and a challenge of its own;
-3. node 0 answers that with ``HMAC-SHA256(token, "server|challenge")``, so a caller never joins a
-   stranger either;
-4. when every rank has joined, node 0 tells each one the static ``tcp://HOST:PORT+1`` initialisation
-   (torch's store, opened by node 0's rank process right after) and the world size.
+2. the caller answers ``HMAC(token, "client|challenge|rank")`` and a challenge of its own;
+3. node 0 answers that with ``HMAC(token, "server|challenge")``, so a caller never joins a stranger;
+4. when every rank has joined, node 0 draws the run's nonce and sends each lot the start: torch's store
+   at ``HOST:PORT+1``, the world size and the nonce, with a MAC over them and that lot's challenge;
+5. each lot confirms (``ready``, a MAC over node 0's challenge, the nonce and its rank), and only when
+   every lot has confirmed does node 0 send ``start`` (else ``abort``, with the reason) and name the
+   lots as its peers.
 
-Only bounded JSON lines cross this socket, never pickles; the collective itself moves only tensors.
-NCCL and gloo then open connections of their own on ephemeral ports (the OS's ``ip_local_port_range``)
-between every pair of lots: :func:`ports_to_open` names them all.  The token is never written to a
-report, a log or an error.
+Node 0 handles callers concurrently (a thread each, at most :data:`MAX_PENDING`, and
+:data:`MAX_PER_HOST` from one address), each with :data:`HANDSHAKE_S` for its whole exchange; whatever a
+caller's bytes raise refuses that caller and node 0 keeps listening.  A lot retries until its timeout.
+
+Then node 0's rank process binds torch's store to ``HOST:PORT+1`` itself (that address only, not every
+interface) and every rank proves the token over the group before anything is measured: an all-gather of
+``HMAC(token, "proof|nonce|rank")`` (:func:`fleet_token.proofs`; the nonce never goes into the store,
+whose keys any client can list).  A rank that cannot prove it is named, and nothing is measured.
+
+Only bounded JSON lines cross envbuild's socket, never pickles; the collective moves only tensors.  NCCL
+and gloo then open connections of their own on ephemeral ports between every pair of lots
+(:func:`ports_to_open`); that traffic is neither authenticated nor encrypted (:data:`TRANSPORT_NOTE`).
+The token is never written to a report, a log or an error.
 """
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import ipaddress
-import json
-import os
 import secrets
 import socket
 import time
-from dataclasses import dataclass
-from typing import BinaryIO
+from dataclasses import dataclass, field
 
 from envbuild.errors import EnvbuildError, UsageError
+from envbuild.validate.fleet_token import TOKEN_ENV, is_hex, mac, proofs, take_token
+from envbuild.validate.fleet_wire import Lines, WireError, peer_text, send
 
-TOKEN_ENV = "ENVBUILD_FLEET_TOKEN"
-MAX_LINE = 4096
+__all__ = ["TOKEN_ENV", "FleetError", "FleetSpec", "Group", "join", "parse_fleet", "serve"]
+
+PROTOCOL = 2
 CONNECT_TRY_S = 2.0
+RETRY_S = 0.5
+READY_S = 10.0  # admitted lots confirm the start, and hear node 0's answer, within this
+TRANSPORT_NOTE = (
+    "gloo and NCCL traffic between the lots is neither authenticated nor encrypted, as with every "
+    "torch.distributed job: run --fleet on the provider's private network or through a tunnel "
+    "(WireGuard, SSH)"
+)
 
 
 class FleetError(EnvbuildError):
@@ -55,15 +73,17 @@ class FleetSpec:
         return f"{self.host}:{self.port}"
 
     @property
-    def init_method(self) -> str:
-        return f"tcp://{self.host}:{self.port + 1}"
+    def store(self) -> str:
+        """torch's store: bound by node 0's rank process to this address only."""
+        return f"{self.host}:{self.port + 1}"
 
     def __repr__(self) -> str:  # keep the token out of any traceback or log line
         return f"FleetSpec(address={self.address!r}, nodes={self.nodes}, rank={self.rank})"
 
 
 def parse_fleet(address: str, nodes: int | None, rank: int | None, token: str | None) -> FleetSpec:
-    """``--fleet HOST:PORT --nodes N --node-rank R`` and the token, checked; :class:`UsageError` else."""
+    """``--fleet HOST:PORT --nodes N --node-rank R`` and the token, checked; :class:`UsageError` else.
+    ``$ENVBUILD_FLEET_TOKEN`` leaves envbuild's environment here (:func:`fleet_token.take_token`)."""
     host, sep, port_text = address.rpartition(":")
     if not sep or not host or not port_text.isdigit() or not 1 <= int(port_text) <= 65534:
         raise UsageError(
@@ -73,13 +93,8 @@ def parse_fleet(address: str, nodes: int | None, rank: int | None, token: str | 
         raise UsageError("--fleet needs --nodes N with N >= 2 (the number of lots in the group)")
     if rank is None or not 0 <= rank < nodes:
         raise UsageError(f"--fleet needs --node-rank R with 0 <= R < {nodes} (0 is the lot that listens)")
-    token = token or os.environ.get(TOKEN_ENV) or ""
-    if len(token) < 16:
-        raise UsageError(
-            f"--fleet needs a shared token of at least 16 characters: --fleet-token or ${TOKEN_ENV} "
-            "(the same on every lot; e.g. `python3 -c 'import secrets; print(secrets.token_hex(16))'`)"
-        )
-    return FleetSpec(host=host.strip("[]"), port=int(port_text), nodes=nodes, rank=rank, token=token)
+    secret = take_token(token)
+    return FleetSpec(host=host.strip("[]"), port=int(port_text), nodes=nodes, rank=rank, token=secret)
 
 
 def ports_to_open(spec: FleetSpec) -> str:
@@ -102,7 +117,8 @@ def public_address_warning(spec: FleetSpec) -> str | None:
         return None
     return (
         f"--fleet listens on the public address {spec.host}: allow only the other lots, e.g. "
-        f"`ufw allow from PEER_IP to any port {spec.port}:{spec.port + 1} proto tcp` for each lot"
+        f"`ufw allow from PEER_IP to any port {spec.port}:{spec.port + 1} proto tcp` for each lot; "
+        + TRANSPORT_NOTE
     )
 
 
@@ -115,141 +131,123 @@ def _ephemeral_range() -> tuple[int, int]:
         return 32768, 60999  # Linux's default
 
 
-def _mac(token: str, *parts: object) -> str:
-    message = "|".join(str(p) for p in parts).encode()
-    return hmac.new(token.encode(), message, hashlib.sha256).hexdigest()
-
-
-def _send(conn: socket.socket, data: dict[str, object]) -> None:
-    conn.sendall(json.dumps(data).encode() + b"\n")
-
-
-def _recv(reader: BinaryIO, conn: socket.socket, deadline: float) -> dict[str, object]:
-    """One JSON line from ``reader`` (``conn``'s buffered reader: two messages sent back to back arrive
-    in one segment, and the second stays buffered for the next call)."""
-    conn.settimeout(max(0.1, min(5.0, deadline - time.monotonic())))
-    line = reader.readline(MAX_LINE + 1)
-    if not line.endswith(b"\n"):
-        raise ConnectionError("an over-long message" if len(line) > MAX_LINE else "the connection closed")
-    data = json.loads(line)
-    if not isinstance(data, dict):
-        raise ConnectionError("not a JSON object")
-    return data
-
-
 @dataclass(frozen=True)
 class Group:
-    init_method: str
+    store: str  # torch's store, HOST:PORT+1
     world: int
     rank: int
-    peers: tuple[str, ...]  # node 0: the callers' addresses by rank; others: node 0's address
+    peers: tuple[str, ...]  # node 0: the lots that confirmed the start, by rank; others: node 0's address
+    proofs: tuple[str, ...] = field(repr=False)  # what each rank all-gathers (fleet_token.proofs)
+    admitted: str = ""  # node 0: "rank 1 (ADDRESS), ..."; others: "node 0 (ADDRESS)"
+
+
+def listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, port), family=family, reuse_port=False)
 
 
 def serve(spec: FleetSpec, timeout_s: float) -> Group:
-    """Node 0: admit ``nodes - 1`` callers holding the token, then send each the group's start."""
+    """Node 0: admit ``nodes - 1`` lots holding the token, send each the start, and return once every one
+    has confirmed it (:mod:`envbuild.validate.fleet_serve` holds the listener's side)."""
+    from envbuild.validate.fleet_serve import Server
+
     deadline = time.monotonic() + timeout_s
-    joined: dict[int, tuple[socket.socket, str]] = {}
     try:
-        listener = socket.create_server((spec.host, spec.port), reuse_port=False)
+        listener = listen(spec.host, spec.port)
     except OSError as exc:
         raise FleetError(f"--fleet: cannot listen on {spec.address}: {exc.strerror or exc}") from None
+    server = Server(spec, deadline)
     try:
-        while len(joined) < spec.nodes - 1:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                missing = sorted(set(range(1, spec.nodes)) - set(joined))
-                raise FleetError(
-                    f"--fleet: node(s) {', '.join(map(str, missing))} did not join {spec.address} within "
-                    f"{timeout_s:g} s; open {ports_to_open(spec)}"
-                )
-            listener.settimeout(left)
-            try:
-                conn, peer = listener.accept()
-            except TimeoutError:
-                continue
-            rank = _admit(conn, spec, deadline, joined)
-            if rank is None:
-                conn.close()
-            else:
-                joined[rank] = (conn, f"{peer[0]}:{peer[1]}")
-        for conn, _ in joined.values():
-            _send(conn, {"go": True, "init_method": spec.init_method, "world": spec.nodes})
-        peers = tuple(addr for _, (_, addr) in sorted(joined.items()))
-        return Group(spec.init_method, spec.nodes, 0, peers)
-    finally:
-        for conn, _ in joined.values():
-            conn.close()
+        members = server.gather(listener)
         listener.close()
-
-
-def _admit(
-    conn: socket.socket, spec: FleetSpec, deadline: float, joined: dict[int, tuple[socket.socket, str]]
-) -> int | None:
-    """The caller's rank when it proved the token (and took a free rank), else None."""
-    challenge = secrets.token_hex(32)
-    try:
-        _send(conn, {"envbuild_fleet": 1, "challenge": challenge})
-        answer = _recv(conn.makefile("rb"), conn, min(deadline, time.monotonic() + 5.0))
-        rank, mac, theirs = answer.get("rank"), answer.get("mac"), answer.get("challenge")
-        if not (isinstance(rank, int) and isinstance(mac, str) and isinstance(theirs, str)):
-            return None
-        if not hmac.compare_digest(mac, _mac(spec.token, "client", challenge, rank)):
-            _send(conn, {"refused": "wrong token"})
-            return None
-        if not 0 < rank < spec.nodes or rank in joined:
-            _send(conn, {"refused": f"rank {rank} is not free (1..{spec.nodes - 1}, each once)"})
-            return None
-        _send(conn, {"mac": _mac(spec.token, "server", theirs)})
-        return rank
-    except (OSError, ConnectionError, ValueError):
-        return None
+        if members is None:
+            missing = server.missing()
+            named = ", ".join(map(str, missing))
+            reason = f"node(s) {named} did not join {spec.address} within {timeout_s:g} s"
+            server.abort(reason)
+            raise FleetError(f"--fleet: {reason}; open {ports_to_open(spec)}")
+        return server.start(members)
+    finally:
+        listener.close()
+        server.close()
 
 
 def join(spec: FleetSpec, timeout_s: float) -> Group:
-    """A node other than 0: reach node 0 (retrying until it listens), prove the token, check node 0
-    proves it too, and wait for the group's start."""
+    """A node other than 0: reach node 0 (retrying until it listens, or until a broken exchange can be
+    tried again), prove the token, check node 0 proves it too, and wait for the group's start."""
     deadline = time.monotonic() + timeout_s
     last = "no answer"
-    while time.monotonic() < deadline:
+    admitted = False
+    while (left := deadline - time.monotonic()) > 0:
         try:
-            conn = socket.create_connection((spec.host, spec.port), timeout=CONNECT_TRY_S)
+            conn = socket.create_connection((spec.host, spec.port), timeout=min(CONNECT_TRY_S, left))
         except OSError as exc:
             last = exc.strerror or str(exc)
-            time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
-            continue
-        with conn, conn.makefile("rb") as reader:
-            try:
-                hello = _recv(reader, conn, deadline)
-                challenge = hello.get("challenge")
-                if hello.get("envbuild_fleet") != 1 or not isinstance(challenge, str):
-                    raise FleetError(f"--fleet: {spec.address} is not an envbuild fleet rendezvous")
-                mine = secrets.token_hex(32)
-                _send(
-                    conn,
-                    {
-                        "rank": spec.rank,
-                        "mac": _mac(spec.token, "client", challenge, spec.rank),
-                        "challenge": mine,
-                    },
-                )
-                reply = _recv(reader, conn, deadline)
-                if "refused" in reply:
-                    raise FleetError(
-                        f"--fleet: node 0 at {spec.address} refused this lot: {reply['refused']}"
-                    )
-                mac = reply.get("mac")
-                if not isinstance(mac, str) or not hmac.compare_digest(mac, _mac(spec.token, "server", mine)):
-                    raise FleetError(f"--fleet: {spec.address} does not hold the fleet token: not joining it")
-                go = _recv(reader, conn, deadline)
-            except (OSError, ConnectionError, ValueError) as exc:
-                raise FleetError(
-                    f"--fleet: the handshake with {spec.address} failed ({exc}); open {ports_to_open(spec)}"
-                ) from None
-        init, world = go.get("init_method"), go.get("world")
-        if go.get("go") is not True or init != spec.init_method or world != spec.nodes:
-            raise FleetError(f"--fleet: node 0 at {spec.address} sent an unexpected start: {go}")
-        return Group(spec.init_method, spec.nodes, spec.rank, (spec.address,))
+        else:
+            with conn:
+                state: dict[str, bool] = {}
+                try:
+                    return _exchange(spec, conn, deadline, state)
+                except WireError as exc:
+                    last = f"the handshake broke off: {exc}"
+                admitted = admitted or state.get("admitted", False)
+        time.sleep(min(RETRY_S, max(0.0, deadline - time.monotonic())))
+    if admitted:
+        raise FleetError(
+            f"--fleet: node 0 at {spec.address} admitted this lot, but the group did not start within "
+            f"{timeout_s:g} s ({last}): start all {spec.nodes} lots within the stage's timeout"
+        )
     raise FleetError(
         f"--fleet: cannot reach node 0 at {spec.address} within {timeout_s:g} s ({last}); "
         f"open {ports_to_open(spec)}"
     )
+
+
+def _exchange(spec: FleetSpec, conn: socket.socket, deadline: float, state: dict[str, bool]) -> Group:
+    """One try; :class:`WireError` when it broke off (tried again), :class:`FleetError` when it is final."""
+    lines = Lines(conn)
+    hello = lines.read(deadline)
+    challenge = hello.get("challenge")
+    if hello.get("envbuild_fleet") != PROTOCOL or not is_hex(challenge):
+        raise FleetError(
+            f"--fleet: {spec.address} is not an envbuild fleet rendezvous of this version "
+            f"(protocol {PROTOCOL}): {peer_text(hello)}"
+        )
+    mine = secrets.token_hex(32)
+    answer = {"rank": spec.rank, "mac": mac(spec.token, "client", challenge, spec.rank), "challenge": mine}
+    send(conn, answer, deadline)
+    reply = lines.read(deadline)
+    if "refused" in reply:
+        raise FleetError(f"--fleet: node 0 at {spec.address} refused this lot: {peer_text(reply['refused'])}")
+    if not _verified(reply.get("mac"), mac(spec.token, "server", mine)):
+        raise FleetError(f"--fleet: {spec.address} does not hold the fleet token: not joining it")
+    state["admitted"] = True
+    go = lines.read(deadline)  # node 0 sends it once every lot has joined
+    nonce = go.get("nonce")
+    if "abort" in go:
+        raise FleetError(f"--fleet: node 0 at {spec.address} gave up: {peer_text(go['abort'])}")
+    expected = mac(spec.token, "go", mine, nonce, spec.store, spec.nodes)
+    if go.get("go") is not True or go.get("store") != spec.store or go.get("world") != spec.nodes:
+        raise FleetError(f"--fleet: node 0 at {spec.address} sent an unexpected start: {peer_text(go)}")
+    if not is_hex(nonce, 32) or not _verified(go.get("mac"), expected):
+        raise FleetError(f"--fleet: the start from {spec.address} does not carry the fleet token's MAC")
+    confirm = time.monotonic() + 2 * READY_S
+    send(conn, {"ready": mac(spec.token, "ready", challenge, nonce, spec.rank)}, confirm)
+    start = lines.read(confirm)
+    if "abort" in start:
+        raise FleetError(f"--fleet: node 0 at {spec.address} gave up: {peer_text(start['abort'])}")
+    if not _verified(start.get("start"), mac(spec.token, "start", mine, nonce)):
+        raise FleetError(f"--fleet: node 0 at {spec.address} sent an unexpected start: {peer_text(start)}")
+    return Group(
+        spec.store,
+        spec.nodes,
+        spec.rank,
+        (spec.address,),
+        proofs(spec.token, str(nonce), spec.nodes),
+        f"node 0 ({spec.address})",
+    )
+
+
+def _verified(value: object, expected: str) -> bool:
+    """``value`` is a MAC (64 hex digits) equal to ``expected``; anything else is False, never an error."""
+    return is_hex(value) and hmac.compare_digest(str(value), expected)

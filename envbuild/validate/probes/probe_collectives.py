@@ -1,10 +1,18 @@
 # mypy: disable-error-code="import-not-found,no-untyped-call"
 """Probe: an all-reduce sweep through torch.distributed, one process per device (``performance`` stage).
 
-The probe starts ``world`` copies of itself (``--rank R``), which join one group by a static
-``tcp://`` initialisation on a loopback port the probe chose (never the c10d rendezvous: it unpickles
-peers' state from an unauthenticated store), with NCCL on CUDA (RCCL on ROCm) and gloo on the CPU.
-Only tensors cross between the ranks.
+The probe starts ``world`` copies of itself (``--rank R``), which join one group through torch's
+``TCPStore`` at ``store`` (a loopback port the probe chose, or node 0's ``HOST:PORT+1`` with ``--fleet``;
+never the c10d rendezvous: it unpickles peers' state from an unauthenticated store), with NCCL on CUDA
+(RCCL on ROCm) and gloo on the CPU.  Rank 0 binds the store's socket itself, to that host only, and
+hands it to ``TCPStore`` (``master_listen_fd``): given a host, ``TCPStore`` would listen on every
+interface.  Only tensors cross between the ranks.
+
+Before anything is measured every rank proves it belongs: an all-gather of its ``proofs[rank]`` (32
+bytes as uint8, which gloo and NCCL both carry), each checked against the expected list by every rank.
+With ``--fleet`` the proofs are HMACs of the run's nonce and the rank under the fleet token, made by
+envbuild (the token never reaches this process); on one machine they are random.  A rank whose proof
+does not match is reported (``unproven``) and the group measures nothing.
 
 Each size is all-reduced (sum, float32) after a warm-up, timed on rank 0 with the devices synchronised,
 and reported with nccl-tests' definitions (github.com/NVIDIA/nccl-tests, doc/PERFORMANCE.md):
@@ -22,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -59,13 +68,17 @@ def rank_main(rank: int) -> None:
     device = f"cuda:{local}" if backend == "nccl" else "cpu"
     if backend == "nccl":
         torch.cuda.set_device(local)
-    dist.init_process_group(
-        backend,
-        init_method=str(cfg["init_method"]),
-        rank=rank,
-        world_size=world,
-        timeout=timedelta(seconds=float(cfg["timeout_s"])),
-    )
+    timeout = timedelta(seconds=float(cfg["timeout_s"]))
+    # said first, so that a rank killed while waiting for its group says where it waited
+    print(f"envbuild: rank {rank} of {world} joins the group at {cfg['store']}", file=sys.stderr, flush=True)
+    store = open_store(str(cfg["store"]), rank, world, timeout)
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
+    unproven = prove(rank, world, [str(p) for p in cfg["proofs"]], device)
+    if unproven:  # not every rank is one of ours: measure nothing, name them
+        print(RANK_MARKER + json.dumps({"rank": rank, "sums_ok": False, "sizes": [], "unproven": unproven}))
+        sys.stdout.flush()
+        dist.destroy_process_group()
+        return
     dist.barrier()  # every rank has joined: the sweep's budget starts now, start-up is not charged to it
     started = time.monotonic()
     startup_s = round(time.time() - float(cfg["launched_unix"]), 3)
@@ -125,6 +138,33 @@ def rank_main(rank: int) -> None:
     print(RANK_MARKER + json.dumps(answer))
 
 
+def open_store(address: str, rank: int, world: int, timeout: Any) -> Any:
+    """torch's ``TCPStore`` at ``HOST:PORT``: rank 0 binds the socket to HOST itself (``TCPStore`` given
+    a host listens on every interface) and hands it over (``detach``: the store's server owns it now);
+    the others connect, retrying until ``timeout``."""
+    import torch.distributed as dist
+
+    store_class: Any = dist.TCPStore  # type: ignore[attr-defined,unused-ignore]
+    host, _, port_text = address.rpartition(":")
+    host, port = host.strip("[]"), int(port_text)
+    if rank != 0:
+        return store_class(host, port, world, False, timeout)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listening = socket.create_server((host, port), family=family)
+    return store_class(host, port, world, True, timeout, master_listen_fd=listening.detach())
+
+
+def prove(rank: int, world: int, proofs: list[str], device: str) -> list[int]:
+    """All-gather each rank's proof (32 bytes as uint8); the ranks whose proof is not the expected one."""
+    import torch
+    import torch.distributed as dist
+
+    mine = torch.tensor(list(bytes.fromhex(proofs[rank])), dtype=torch.uint8, device=device)
+    gathered = [torch.zeros_like(mine) for _ in range(world)]
+    dist.all_gather(gathered, mine)
+    return [r for r, got in enumerate(gathered) if bytes(got.cpu().tolist()) != bytes.fromhex(proofs[r])]
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -145,12 +185,13 @@ def main() -> None:
     limit_s = min(float(args.get("limit_s", 1e9)), budget_s + 2 * timeout_s)
     margin_s = min(15.0, 0.2 * limit_s)
     # The ranks this machine runs: all of them on one machine; one per lot in a fleet (``rank``), which
-    # joins the group node 0 set up (``init_method``, after envbuild's handshake).
+    # joins the group node 0 set up (``store`` and ``proofs``, after envbuild's handshake).
     ranks = [int(args["rank"])] if "rank" in args else list(range(world))
     cfg: dict[str, Any] = {
         "world": world,
         "backend": backend,
-        "init_method": str(args.get("init_method") or f"tcp://127.0.0.1:{free_port()}"),
+        "store": str(args.get("store") or f"127.0.0.1:{free_port()}"),
+        "proofs": [str(p) for p in args.get("proofs") or [secrets.token_hex(32) for _ in range(world)]],
         "budget_s": budget_s,
         "launched_unix": time.time(),
         "stop_unix": time.time() + limit_s - margin_s,
@@ -191,13 +232,17 @@ def main() -> None:
             continue
         answers.append(json.loads(line[len(RANK_MARKER) :]))
     done = sorted(answers, key=lambda a: int(a["rank"]))
+    unproven = sorted({int(r) for a in done for r in a.get("unproven") or []})
+    if unproven:
+        errors.append(f"rank(s) {unproven} of the group could not prove they belong: nothing was measured")
     emit(
         {
             "backend": backend,
             "world": world,
             "ranks": ranks,
-            "init": "tcp (static)" if "init_method" in args else "tcp (static, loopback)",
-            "sizes": done[0]["sizes"] if done else [],
+            "init": "tcp store (rank 0 bound it to its host)" if "store" in args else "tcp store (loopback)",
+            "unproven": unproven,
+            "sizes": done[0]["sizes"] if done and not unproven else [],
             "budget_s": budget_s,
             "min_bytes": cfg["min_bytes"],
             "startup_s": done[0].get("startup_s") if done else None,  # launch to the group formed (rank 0)
