@@ -174,33 +174,41 @@ def test_a_bad_name_is_refused_with_its_key(tmp_path: Path) -> None:
     )
 
 
-def gpu_profile(folder: Path, extends: str, os_id: str) -> Path:
-    """A profile extending a GPU one (built-in pytorch, or the golden ROCm fixture) with a source build."""
+def gpu_profile(folder: Path, extends: str, os_id: str, builder: str | None = None) -> Path:
+    """A profile extending a GPU one (built-in pytorch, or the golden ROCm fixture) with a source build;
+    ``builder``: its ``base.builder``."""
     folder.mkdir(parents=True, exist_ok=True)
     if extends.endswith(".toml"):  # a fixture, copied beside (extends takes a relative path)
         shutil.copy(REPO / extends, folder)
         extends = Path(extends).name
     path = folder / "profile.toml"
+    chosen = f'builder = "{builder}"\n' if builder else ""
+    python = 'version = "3.11"\n' if os_id == "debian12" else ""  # Debian 12's own Python
     path.write_text(
-        f'name = "gpu-addop"\nkind = "pytorch"\nextends = "{extends}"\n[base]\nos = "{os_id}"\n'
-        '[python]\npackages = ["eb-addop==1.0"]\nbuild_from_source = ["eb-addop"]\n',
+        f'name = "gpu-addop"\nkind = "pytorch"\nextends = "{extends}"\n[base]\nos = "{os_id}"\n{chosen}'
+        f'[python]\n{python}packages = ["eb-addop==1.0"]\nbuild_from_source = ["eb-addop"]\n',
         encoding="utf-8",
     )
     return path
 
 
 @pytest.mark.parametrize(
-    ("extends", "builder", "final"),
+    ("extends", "builder", "final", "option"),
     [
-        ("pytorch", "nvidia/cuda:13.0.2-devel-ubuntu24.04", "nvidia/cuda:13.0.2-base-ubuntu24.04"),
-        ("tests/golden/_profiles/pytorch-rocm.toml", "-complete", "rocm/dev-ubuntu-24.04:"),
+        (
+            "pytorch",
+            "nvidia/cuda:13.0.2-devel-ubuntu24.04",
+            "nvidia/cuda:13.0.2-base-ubuntu24.04",
+            "devel-image",
+        ),
+        ("tests/golden/_profiles/pytorch-rocm.toml", "-complete", "rocm/dev-ubuntu-24.04:", None),
     ],
-    ids=["cuda", "rocm"],
+    ids=["cuda-devel-image", "rocm"],
 )
 def test_a_gpu_source_build_compiles_on_the_devel_image_and_ships_on_the_base(
-    tmp_path: Path, extends: str, builder: str, final: str
+    tmp_path: Path, extends: str, builder: str, final: str, option: str | None
 ) -> None:
-    profile = gpu_profile(tmp_path / "profile", extends, "ubuntu24.04")
+    profile = gpu_profile(tmp_path / "profile", extends, "ubuntu24.04", option)
     proc = envbuild("render", profile, "--out", tmp_path / "bundle")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "I-BUILDER-DERIVED" in proc.stdout, proc.stdout
@@ -215,11 +223,26 @@ def test_a_gpu_source_build_compiles_on_the_devel_image_and_ships_on_the_base(
     assert "path: ${{ env.BUNDLE }}/built-wheels" in (tmp_path / "bundle" / "README.md").read_text()
 
 
-def test_a_cuda_source_build_is_refused_where_nvidia_has_no_devel_image(tmp_path: Path) -> None:
-    proc = envbuild("check", gpu_profile(tmp_path / "profile", "pytorch", "debian12"))
+def test_a_cuda_13_source_build_compiles_with_the_package_indexs_nvcc_on_debian12(tmp_path: Path) -> None:
+    """No nvidia/cuda devel image exists for debian12: CUDA 13's nvcc comes from the package index, into the
+    builder's own prefix, set for the source build's RUN line only (issue 35)."""
+    profile = gpu_profile(tmp_path / "profile", "pytorch", "debian12")
+    proc = envbuild("render", profile, "--out", tmp_path / "b")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "I-BUILDER-TOOLKIT-WHEELS" in proc.stdout and "E-SOURCE-NO-DEVEL-IMAGE" not in proc.stdout
+    dockerfile = (tmp_path / "b" / "Dockerfile").read_text()
+    assert "ARG BUILDER_IMAGE" not in dockerfile and "\nFROM ${BASE_IMAGE} AS builder\n" in dockerfile
+    (run,) = [line for line in dockerfile.splitlines() if line.startswith("RUN export MAX_JOBS=")]
+    assert " CUDA_HOME=/opt/envbuild-cuda/nvidia/cu13 " in run
+    assert " LIBRARY_PATH=/opt/envbuild-cuda/link:/opt/envbuild-cuda/nvidia/cu13/lib " in run
+
+
+def test_a_cuda_source_build_is_refused_where_the_devel_image_it_asks_for_is_missing(tmp_path: Path) -> None:
+    proc = envbuild("check", gpu_profile(tmp_path / "profile", "pytorch", "debian12", "devel-image"))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     (line,) = [x for x in proc.stdout.splitlines() if "E-SOURCE-NO-DEVEL-IMAGE" in x]
     assert "no CUDA 13.0.2 devel image for debian12" in line and "ubuntu22.04, ubuntu24.04" in line, line
+    assert 'base.builder = "devel-image" asks for it' in line and 'or base.builder = "auto"' in line, line
 
 
 def test_the_builder_reuses_a_built_wheel_only_for_the_same_key(tmp_path: Path) -> None:

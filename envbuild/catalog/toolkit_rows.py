@@ -33,9 +33,13 @@ class CudaToolkit(Row):
     image_os: tuple[OsId, ...]
     ga_driver: str
     driver: str
+    # CUDA 13: the cuda-toolkit release torch's builds of this variant require on the package index, whose
+    # nvcc/cccl wheels the builder stage installs (one nvidia/cuNN prefix); None: nvidia/cuda's devel image
+    toolkit_wheels: str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        shape("toolkit_wheels", self.toolkit_wheels, _IMAGE_VERSION, "cuda-toolkit release (X.Y.Z)")
         shape("variant", self.variant, CUDA_VARIANT, "CUDA wheel variant (cuNNN)")
         shape("version", self.version, SERIES, "CUDA version (X.Y)")
         shape("image_version", self.image_version, _IMAGE_VERSION, "image version (X.Y.Z)")

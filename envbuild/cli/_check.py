@@ -117,6 +117,7 @@ def _print_human(result: CheckResult, *, verbose: bool = False, hardware: str | 
         ("required archs", " ".join(plan.required_archs) or "-"),
         ("min driver", plan.min_driver or "-"),
         ("probe ops", ", ".join(plan.probe_ops) + " (built with the image)" if plan.probe_ops else "-"),
+        ("builder", _builder_row(plan)),
         ("compiler in image", _compiler_row(plan)),
         ("apt", " ".join(plan.apt)),
     ]
@@ -220,3 +221,10 @@ def _compiler_row(plan: Plan) -> str:
     if plan.profile.validate_.torch_compile:
         return "g++ and Python's headers (validate.torch_compile)"
     return "no"
+
+
+def _builder_row(plan: Plan) -> str:
+    """Where the builder stage compiles (I-BUILDER-TOOLKIT-WHEELS / I-BUILDER-DERIVED say why)."""
+    if plan.builder_toolkit:
+        return f"the base image, with cuda-toolkit[nvcc,cccl]=={plan.builder_toolkit} from the package index"
+    return plan.builder_image or "the base image"

@@ -35,6 +35,9 @@ PYTHON_IN_IMAGE = "/opt/venv/bin/python"
 TOOL_VENV_IN_IMAGE = "/opt/envbuild"  # envbuild itself, isolated from the user's venv
 WORKDIR_IN_IMAGE = "/workspace"
 PROBE_OPS_IN_IMAGE = "/opt/envbuild-probe-ops"  # the validator's ops, compiled in the builder stage
+# CUDA 13: the builder stage's own prefix for CUDA's compiler wheels (pip install --target); the final
+# stage never copies it
+TOOLKIT_IN_BUILDER = "/opt/envbuild-cuda"
 IMAGE_USER = "envbuild"
 
 
@@ -89,14 +92,17 @@ class LockedDistribution:
     index: str | None = None  # the index or --find-links URL it came from, or LOCAL_FOLDER
     # "install": its wheel installs as locked; "source": its locked file is the sdist, built into a wheel
     # in the builder stage ([python] build_from_source); "build": a build dependency of a "source"
-    # distribution, used in the builder stage only, never installed in the image
-    role: Literal["install", "source", "build"] = "install"
+    # distribution, used in the builder stage only, never installed in the image; "toolkit": a wheel of
+    # CUDA's compiler (cuda-toolkit[nvcc,cccl], CUDA 13), installed into the builder stage's own prefix
+    # (requirements-toolkit.txt), never in the image.  The toolkit's prefix must hold every wheel of it, so
+    # a distribution the image installs too (nvidia-cuda-runtime) is listed once per role, same files.
+    role: Literal["install", "source", "build", "toolkit"] = "install"
 
     @property
     def in_image(self) -> bool:
         """Installed in the image (as its wheel, or as the wheel built from its sdist): what validate
-        compares with the machine.  A build dependency is used in the builder stage only."""
-        return self.role != "build"
+        compares with the machine.  Build dependencies and the toolkit are used in the builder stage only."""
+        return self.role in ("install", "source")
 
     @property
     def spec(self) -> str:

@@ -85,6 +85,10 @@ class Plan:
     # [python] build_from_source on CUDA/ROCm: the builder stage's devel image (nvcc/hipcc); None: the
     # builder stage uses the base image
     builder_image: str | None = None
+    # CUDA 13: the cuda-toolkit release whose nvcc/cccl wheels the builder stage installs into its own prefix
+    # (the catalog's until resolution, then the one the resolved torch requires; `envbuild lock` pins it in
+    # requirements-toolkit.txt); None: the builder compiles no CUDA code, or compiles it on builder_image
+    builder_toolkit: str | None = None
     # The validator's ops compiled in the builder stage: "cpp", plus "cuda"/"rocm" where the builder has
     # nvcc/hipcc (validate.probe_ops; torch in the plan).
     probe_ops: tuple[str, ...] = ()

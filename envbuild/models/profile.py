@@ -12,6 +12,9 @@ Kind = Literal["ubuntu", "pytorch", "blender", "custom"]
 OsId = Literal["ubuntu22.04", "ubuntu24.04", "debian12"]
 BlenderDevice = Literal["CPU", "CUDA", "OPTIX", "HIP", "ONEAPI"]
 BlenderSource = Literal["official", "pypi"]  # the official Linux tarball, or the bpy module from the index
+# Where the builder stage gets CUDA's compiler: "auto" (nvcc from the package index for CUDA 13, nvidia/cuda's
+# devel image for CUDA 11/12), or "devel-image" (always the devel image: more of the toolkit than the wheels)
+Builder = Literal["auto", "devel-image"]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -39,6 +42,7 @@ class RequirementLine:
 class BaseSpec:
     os: OsId = "ubuntu24.04"
     image: str | None = None  # explicit base image, overrides the derived one
+    builder: Builder = "auto"  # the builder stage's CUDA compiler (envbuild.plan.builder_image)
 
 
 @dataclass(frozen=True, kw_only=True)

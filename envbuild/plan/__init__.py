@@ -157,7 +157,7 @@ def check(
     memory_lots.check_memory_and_lots(ctx, out)
     provision = environment.python_provision(ctx, out)
     image, flavor = environment.base_image(ctx, out)
-    builder, probe_ops = builder_stage(ctx, flavor, out)
+    builder = builder_stage(ctx, flavor, out)
     environment.check_glibc(ctx, out)
     apt_sources, apt_snapshot_url = environment.apt_snapshot(ctx, out, flavor, provision)
     blender_version, blender_url, blender_sha = check_blender(ctx, out)
@@ -190,8 +190,9 @@ def check(
         os_name=ctx.os.name,
         base_image=image,
         base_flavor=flavor,
-        builder_image=builder,
-        probe_ops=probe_ops,
+        builder_image=builder.image,
+        builder_toolkit=builder.toolkit,
+        probe_ops=builder.probe_ops,
         python_version=profile.python.version,
         python_provision=provision,
         backend=profile.accelerator.backend,

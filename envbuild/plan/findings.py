@@ -44,7 +44,10 @@ CODES: dict[str, str] = {
     "E-REQ-HASH": "a hash-locked requirement's hashes exclude the target's file",
     "E-SOURCE-NEEDS-TORCH": "only a source distribution exists and its build imports torch",
     "E-SOURCE-ONLY": "only a source distribution exists for the image's Python and platform",
-    "E-SOURCE-NO-DEVEL-IMAGE": "a CUDA source build needs nvcc; nvidia/cuda has no devel image for the OS",
+    "E-SOURCE-NO-DEVEL-IMAGE": "a CUDA source build needs nvcc from the devel image (CUDA 11/12, or "
+    'base.builder = "devel-image"); nvidia/cuda has none for the OS',
+    "E-TOOLKIT-UNRESOLVED": "CUDA's compiler wheels (cuda-toolkit[nvcc,cccl]) do not resolve beside the "
+    "locked set, or have no wheel for the image",
     "E-SOURCE-NO-TARGETS": "a CUDA/ROCm source build with no accelerator.targets to compile for",
     "E-SOURCE-NOT-RESOLVED": "a python.build_from_source name is not in the resolved environment",
     "E-ROCM-TOO-OLD": "the ROCm version is older than the card needs",
@@ -113,9 +116,12 @@ CODES: dict[str, str] = {
     "I-ACCEL-PATCH": "accelerator.version names a patch; the wheel variant's own toolkit/ROCm image is used",
     "I-ARCH-COMPAT": "the card runs older same-major cubins",
     "I-BASE-DERIVED": "the base image chosen, and why: nothing heavier than the workload needs",
-    "I-BUILDER-DERIVED": "the builder stage's devel image (a source build, the validator's GPU op); the "
-    "final stage keeps the base",
-    "I-PROBE-OPS-CPU-ONLY": "no devel image for the OS: only the validator's C++ probe op is built",
+    "I-BUILDER-DERIVED": "the builder stage's devel image (a source build, the validator's GPU op), and why; "
+    "the final stage keeps the base",
+    "I-BUILDER-TOOLKIT-WHEELS": "CUDA 13: the builder stage installs nvcc from the package index "
+    "(cuda-toolkit[nvcc,cccl], locked) into its own prefix, on the base image",
+    "I-PROBE-OPS-CPU-ONLY": "no devel image for the OS where one is needed: only the validator's C++ probe "
+    "op is built",
     "I-BASE-EXPLICIT": "base.image is used as given",
     "I-CARD-DEVICES": "a card presents as several devices (MI250X: 2 GCDs); gpus and memory count devices",
     "I-APT-SNAPSHOT": "apt reads the distribution's snapshot archive at the profile's instant",

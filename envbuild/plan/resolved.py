@@ -42,6 +42,7 @@ class ResolvedTorch:
     variant: str  # "cu132", "rocm7.2" or "cpu": what the build needs on the machine
     evidence: str  # "torch 2.15.0 requires cuda-toolkit 13.2.2" / "its local tag +cu130"
     brought_by: tuple[str, ...] = ()  # the declared lines or parent distributions that brought it in
+    cuda_toolkit: str | None = None  # the cuda-toolkit release the resolved set installs ("13.0.3.0")
 
     @property
     def spec(self) -> str:
@@ -69,8 +70,9 @@ def _cuda_variant(version: str) -> str | None:
 
 
 def torch_from(distributions: Iterable[LockedDistribution]) -> ResolvedTorch | None:
-    """The torch the resolved set installs, or None when it installs none."""
-    by_name = {d.name: d for d in distributions}
+    """The torch the resolved set installs, or None when it installs none (the builder stage's own
+    distributions, ``role = "build"`` or ``"toolkit"``, are not the image's)."""
+    by_name = {d.name: d for d in distributions if d.in_image}
     torch = by_name.get("torch")
     if torch is None:
         return None
@@ -91,6 +93,7 @@ def torch_from(distributions: Iterable[LockedDistribution]) -> ResolvedTorch | N
         variant=variant,
         evidence=evidence,
         brought_by=tuple(dict.fromkeys([*torch.declared_by, *torch.required_by])),
+        cuda_toolkit=kit.version if (kit := by_name.get("cuda-toolkit")) is not None else None,
     )
 
 

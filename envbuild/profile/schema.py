@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, get_args
 
 from envbuild.errors import Issue, choices
-from envbuild.models import Backend, BlenderDevice, BlenderSource, Kind, OsId
+from envbuild.models import Backend, BlenderDevice, BlenderSource, Builder, Kind, OsId
 from envbuild.profile import fields as f
 from envbuild.profile.pep508 import LineError, parse_requirement
 
@@ -123,6 +123,7 @@ TABLES: dict[str, dict[str, Spec]] = {
     "base": {
         "os": _choice(OS_CHOICES, "base.os", "The distribution of the image."),
         "image": Spec("str", f.check_image, doc="A base image to use instead of the derived one."),
+        "builder": _choice(get_args(Builder), "base.builder", "CUDA's compiler: auto or devel-image."),
     },
     "accelerator": {
         "backend": _choice(BACKEND_CHOICES, "backend", "cuda, rocm or cpu."),

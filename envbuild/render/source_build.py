@@ -14,10 +14,12 @@ with these variables set on its ``RUN`` line only (nothing reaches the final ima
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from envbuild.models import PROBE_OPS_IN_IMAGE, Plan
+from envbuild.errors import BundleError
+from envbuild.models import PROBE_OPS_IN_IMAGE, TOOLKIT_IN_BUILDER, VENV_PATH_IN_IMAGE, Plan
 from envbuild.render.quote import sh
 
 # flash-attn's setup.py (2.7-2.8, ``get_max_jobs``/the MAX_JOBS comment): "each job's peak memory
@@ -81,7 +83,10 @@ def source_build_view(plan: Plan) -> SourceBuildView | None:
     flash = [("FLASH_ATTN_CUDA_ARCHS", ";".join(_sm_numbers(plan)))] if plan.backend == "cuda" else []
     pairs = [*arch_env(plan), *flash, ("FLASH_ATTENTION_FORCE_BUILD", "TRUE")]
     return SourceBuildView(
-        env=tuple((key, sh(value, f"build_from_source {key}")) for key, value in pairs if value),
+        env=(
+            *toolkit_env(plan),
+            *((key, sh(value, f"build_from_source {key}")) for key, value in pairs if value),
+        ),
         names=names,
     )
 
@@ -147,6 +152,68 @@ def probe_ops_view(plan: Plan) -> ProbeOpsView | None:
     return ProbeOpsView(
         folder=PROBE_OPS_IN_IMAGE,
         args=args,
-        env=tuple((key, sh(value, f"probe ops {key}")) for key, value in env),
+        env=(*toolkit_env(plan), *((key, sh(value, f"probe ops {key}")) for key, value in env)),
         kinds=plan.probe_ops,
     )
+
+
+# --------------------------------------------------------------------------------------------------
+# CUDA 13: the compiler from the package index (plan.builder_toolkit), in the builder stage's own prefix.
+
+TOOLKIT_REQUIREMENTS = "requirements-toolkit.txt"  # written by `envbuild lock` (envbuild.lock.source_files)
+_PLAIN_WORD = re.compile(r'[A-Za-z0-9_./:-]+|"[A-Za-z0-9_./:-]+:\$PATH"')
+
+
+@dataclass(frozen=True)
+class ToolkitView:
+    """``pip install --target`` of the locked ``cuda-toolkit[nvcc,cccl]`` wheels into :attr:`prefix`, and
+    the variables that point torch's cpp_extension at them, set on the compiling ``RUN`` lines only."""
+
+    prefix: str  # never copied to the final stage, which copies the venv (whose nvidia/cuNN the runtime uses)
+    home: str  # CUDA_HOME: bin/nvcc, include/, lib/ of the wheels (torch takes lib when lib64 is absent)
+    link: str  # build-only folder holding the linker script libcudart.so
+    cudart: str  # the runtime library the wheel ships, "libcudart.so.13": the script's INPUT
+    requirements: str
+    env: tuple[tuple[str, str], ...]
+
+
+def toolkit_view(plan: Plan) -> ToolkitView | None:
+    """None unless the builder installs CUDA's compiler wheels (CUDA 13, ``base.builder = "auto"``).
+
+    The wheels ship ``libcudart.so.13`` and no ``libcudart.so``, so ``-lcudart`` (cpp_extension links it)
+    would not link: the linker script ``libcudart.so`` = ``INPUT(libcudart.so.13)`` makes it, and the module
+    records NEEDED libcudart.so.13, which the final image's runtime wheel provides.  LIBRARY_PATH holds the
+    script's folder and the wheels' lib/ (nvcc's own profile looks for its static libraries under a
+    targets/ folder the wheels do not have).  CPATH adds the venv's own CUDA headers (cuBLAS, cuSPARSE, ...:
+    torch's dependencies, e.g. for ATen/cuda/CUDAContext.h), after CUDA_HOME's."""
+    if plan.builder_toolkit is None or plan.accelerator_version is None:
+        return None
+    major = plan.accelerator_version.split(".")[0]
+    home = f"{TOOLKIT_IN_BUILDER}/nvidia/cu{major}"
+    link = f"{TOOLKIT_IN_BUILDER}/link"
+    venv_include = (
+        f"{VENV_PATH_IN_IMAGE}/lib/python{plan.python_version}/site-packages/nvidia/cu{major}/include"
+    )
+    env = (
+        ("CUDA_HOME", home),
+        ("PATH", f'"{home}/bin:$PATH"'),  # expanded by the RUN line's shell (quoted for `export`)
+        ("LIBRARY_PATH", f"{link}:{home}/lib"),
+        ("CPATH", venv_include),
+    )
+    for key, value in env:  # fixed paths and a validated Python version: plain shell words, $PATH expands
+        if not _PLAIN_WORD.fullmatch(value):
+            raise BundleError(f"toolkit variable {key}: unexpected value {value!r}")
+    return ToolkitView(
+        prefix=TOOLKIT_IN_BUILDER,
+        home=home,
+        link=link,
+        cudart=f"libcudart.so.{major}",
+        requirements=TOOLKIT_REQUIREMENTS,
+        env=env,
+    )
+
+
+def toolkit_env(plan: Plan) -> tuple[tuple[str, str], ...]:
+    """CUDA_HOME and the rest (:func:`toolkit_view`), for a compiling ``RUN`` line; () without the wheels."""
+    view = toolkit_view(plan)
+    return view.env if view is not None else ()

@@ -31,9 +31,11 @@ from envbuild.render.quote import check_plain, docker_str, md, sh
 from envbuild.render.source_build import (
     ProbeOpsView,
     SourceBuildView,
+    ToolkitView,
     builder_packages,
     probe_ops_view,
     source_build_view,
+    toolkit_view,
 )
 
 _PYTHON_VERSION = re.compile(r"^3\.\d{1,2}$")
@@ -95,6 +97,8 @@ class DockerfileView:
     # hipcc); None: the builder stage is on BASE_IMAGE
     builder_image: str | None = None
     probe_ops: ProbeOpsView | None = None  # the validator's ops, compiled in the builder stage
+    # CUDA 13: CUDA's compiler wheels, installed into the builder stage's own prefix (None: not used)
+    toolkit: ToolkitView | None = None
     venv: str = VENV_PATH_IN_IMAGE
     tool_venv: str = TOOL_VENV_IN_IMAGE
     lock_path: str = LOCK_PATH_IN_IMAGE
@@ -189,6 +193,7 @@ def dockerfile_view(plan: Plan, command: str) -> DockerfileView:
         builder_apt=tuple(sh(p, "system.apt") for p in builder_packages(plan, apt)),
         builder_image=docker_str(plan.builder_image, "builder image") if plan.builder_image else None,
         probe_ops=probe_ops_view(plan),
+        toolkit=toolkit_view(plan),
     )
 
 
