@@ -132,7 +132,7 @@ class Route(NamedTuple):
 def install_route(lock: Lock) -> Route:
     """The install route of a resolved lock: the index route when every locked file comes from an index
     or a ``--find-links`` URL, else the wheelhouse route (some files exist only in a local folder)."""
-    local = tuple(d.spec for d in lock.distributions if any(not f.url for f in d.files))
+    local = tuple(dict.fromkeys(d.spec for d in lock.distributions if any(not f.url for f in d.files)))
     res = lock.resolution
     urls = " ".join([*res.index_urls, *res.find_links]) if res is not None else ""
     return Route(local, variables(urls))

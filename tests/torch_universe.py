@@ -14,7 +14,12 @@ Written by hand here, and labelled so where they are built:
   tag added to its Version (download.pytorch.org cannot be reached from here to record its own);
   ``torch-2.14.1+cpu`` carries the recorded 2.14.1 metadata without the Linux-only CUDA lines (the CPU
   build depends on no nvidia-* package);
-- ``pinstorch 1.0``, a package whose only requirement is ``torch==2.14.0``, as vllm 0.33.0 pins it.
+- ``pinstorch 1.0``, a package whose only requirement is ``torch==2.14.0``, as vllm 0.33.0 pins it;
+- CUDA's compiler wheels, which the recorded resolutions of torch do not reach (cuda-toolkit's ``nvcc`` and
+  ``cccl`` extras, :data:`TOOLKIT_WHEELS`): their names, versions, platform tags and Requires-Dist as the
+  real nvidia-cuda-nvcc 13.0.88, -crt 13.0.88, nvidia-nvvm 13.0.88 and nvidia-cuda-cccl 13.0.85 wheels on
+  pypi.org have them (nvcc requires nvidia-nvvm, nvidia-cuda-runtime and nvidia-cuda-crt, unversioned;
+  the others nothing), and the 13.2.86 ones that cuda-toolkit 13.2.2's extras pin, assumed alike.
 """
 
 from __future__ import annotations
@@ -75,6 +80,23 @@ def _without_cuda(metadata: bytes) -> bytes:
     )
 
 
+# Written by hand (see the module doc): (name, version, platform tag, Requires-Dist).
+_MANYLINUX = "manylinux2014_x86_64.manylinux_2_17_x86_64"
+_NVCC_REQUIRES = ("nvidia-nvvm", "nvidia-cuda-runtime", "nvidia-cuda-crt")
+TOOLKIT_WHEELS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
+    *(
+        row
+        for version in ("13.0.88", "13.2.86")
+        for row in (
+            ("nvidia-cuda-nvcc", version, _MANYLINUX, _NVCC_REQUIRES),
+            ("nvidia-cuda-crt", version, _MANYLINUX, ()),
+            ("nvidia-nvvm", version, "manylinux2010_x86_64.manylinux_2_12_x86_64", ()),
+        )
+    ),
+    ("nvidia-cuda-cccl", "13.0.85", _MANYLINUX, ()),
+)
+
+
 @dataclass(frozen=True)
 class Universe:
     pypi: Path  # the package index's kind: default builds, no local tags
@@ -89,6 +111,9 @@ def build_universe(root: Path) -> Universe:
         _stand_in(pypi, meta.name.removesuffix(".metadata"), meta.read_bytes())
     # Written by hand: a package that pins torch, as vllm 0.33.0 pins torch==2.14.0.
     make_wheel(pypi, "pinstorch", "1.0", requires=["torch==2.14.0"])
+    # Written by hand: CUDA's compiler wheels (see the module doc).
+    for name, version, platform, requires in TOOLKIT_WHEELS:
+        make_wheel(pypi, name, version, requires=requires, platform_tag=platform, requires_python=">=3")
     # Written by hand: the variant index's builds, from the recorded 2.14.1 metadata (see the module doc).
     recorded = (RECORDED / "torch-2.14.1-cp312-cp312-manylinux_2_28_x86_64.whl.metadata").read_bytes()
     _stand_in(
@@ -121,4 +146,12 @@ def serve_universe(universe: Universe) -> Iterator[UniverseURLs]:
         yield UniverseURLs(pypi=f"{pypi}/simple/", variants=f"{variants}/simple/")
 
 
-__all__ = ["RECORDED", "Universe", "UniverseURLs", "build_universe", "recorded_requires", "serve_universe"]
+__all__ = [
+    "RECORDED",
+    "TOOLKIT_WHEELS",
+    "Universe",
+    "UniverseURLs",
+    "build_universe",
+    "recorded_requires",
+    "serve_universe",
+]

@@ -90,7 +90,8 @@ def lock_command(
         if outcome.lock is not None and resolved is not None:
             for dist in resolved.distributions:
                 via = ", ".join([*dist.declared_by, *dist.required_by])
-                click.echo(f"  {dist.spec:40} {via}")
+                role = "" if dist.role == "install" else f"[{dist.role}] "  # the builder stage's, or an sdist
+                click.echo(f"  {dist.spec:40} {role}{via}".rstrip())
             plan = outcome.plan
             if plan is not None:
                 accel = f"{plan.backend} {plan.accelerator_version or ''}".rstrip()
@@ -98,8 +99,12 @@ def lock_command(
                     f"plan: base image {plan.base_image}; {accel}; min driver {plan.min_driver or '-'}"
                 )
             follows = ", Dockerfile, README.md" if outcome.plan is not None else ""
+            image = sum(1 for d in resolved.distributions if d.in_image)
+            builder = len(resolved.distributions) - image
             click.echo(
-                f"locked {len(resolved.distributions)} distributions in {outcome.seconds:.1f} s "
+                f"locked {image} distributions"
+                + (f" (and {builder} for the builder stage only)" if builder else "")
+                + f" in {outcome.seconds:.1f} s "
                 f"({resolved.resolution.resolver}, {resolved.resolution.platform}): "
                 f"{bundle / 'requirements-rebuild.txt'}, {bundle / 'envbuild.lock.json'}{follows}"
             )

@@ -173,7 +173,10 @@ def download_locked(
 
     folders = tuple(Path(local_path(link)) for link in find_links if is_local(link))
     dists = lock.distributions if distributions is None else distributions
-    jobs = [(dist, file) for dist in dists for file in dist.files]
+    # each file once: a distribution locked in two roles (the image's and the builder's toolkit) has the
+    # same files in both
+    unique = {file.filename: (dist, file) for dist in dists for file in dist.files}
+    jobs = list(unique.values())
     total = sum(f.size or 0 for _, f in jobs)
     say(f"fetching {len(jobs)} locked file(s) ({total / 1e6:.0f} MB) into {dest}")
     done = run_cancellable(
@@ -261,8 +264,12 @@ def verify_wheelhouse(lock: Lock, house: Path) -> int:
     problems: list[str] = []
     missing: list[str] = []
     checked = 0
+    seen: set[str] = set()  # a distribution locked in two roles has the same files in both
     for dist in lock.distributions:
         for file in dist.files:
+            if file.filename in seen:
+                continue
+            seen.add(file.filename)
             if file.filename not in present:
                 missing.append(f"{dist.spec} ({file.filename})")
                 continue

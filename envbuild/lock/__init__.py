@@ -117,4 +117,10 @@ def resolve_plan(plan: Plan, *, index_urls: Iterable[str] = (), find_links: Iter
     """Resolve a checked plan as `envbuild lock` would resolve its bundle; nothing is written."""
     from envbuild.render.lockfile import make_lock
 
-    return resolve(make_lock(plan), bundle=None, index_urls=index_urls, find_links=find_links)
+    return resolve(
+        make_lock(plan),
+        bundle=None,
+        index_urls=index_urls,
+        find_links=find_links,
+        toolkit=plan.builder_toolkit,
+    )

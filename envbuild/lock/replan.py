@@ -64,7 +64,15 @@ class Replanned:
 
 
 def _resolver_input(plan: Plan) -> tuple[object, ...]:
-    return (declared_lines(plan), plan.index_urls)
+    """What the resolution depends on: the declared lines, the indexes, and whether the builder stage's CUDA
+    compiler is locked too (its release follows the resolved set, not the plan)."""
+    return (declared_lines(plan), plan.index_urls, plan.builder_toolkit is not None)
+
+
+def _builder(plan: Plan) -> str:
+    if plan.builder_image:
+        return plan.builder_image
+    return "the base image, CUDA's compiler from the package index" if plan.builder_toolkit else "-"
 
 
 def _build(torch: ResolvedTorch | None) -> tuple[str, str | None, str] | None:
@@ -91,7 +99,7 @@ def plan_changes(before: Plan, after: Plan) -> list[str]:
         ("arch list", " ".join(before.torch_arch_list) or "-", " ".join(after.torch_arch_list) or "-"),
         ("compiles", "yes" if before.compiles else "no", "yes" if after.compiles else "no"),
         ("probe ops", " ".join(before.probe_ops) or "-", " ".join(after.probe_ops) or "-"),
-        ("builder image", before.builder_image or "-", after.builder_image or "-"),
+        ("builder", _builder(before), _builder(after)),
     ]
     return [f"{what}: {a} -> {b}" for what, a, b in rows if a != b]
 
@@ -131,7 +139,9 @@ def resolve_and_replan(
 
     def run(plan: Plan) -> Resolved:
         lock = make_lock(plan, constraint_files=constraint_files)
-        return resolve(lock, bundle=bundle, index_urls=index_urls, find_links=find_links)
+        return resolve(
+            lock, bundle=bundle, index_urls=index_urls, find_links=find_links, toolkit=plan.builder_toolkit
+        )
 
     resolved = run(current.plan)
     if not resolved.ok:
@@ -165,13 +175,20 @@ def resolve_and_replan(
             )
         )
     if resolved.ok:
+        image = sum(1 for d in resolved.distributions if d.in_image)
+        builder = len(resolved.distributions) - image
         extra.append(
             Finding(
                 severity="info",
                 code="I-RESOLVED",
                 message=(
-                    f"{len(resolved.distributions)} distributions resolve for {resolved.resolution.platform} "
+                    f"{image} distributions resolve for {resolved.resolution.platform} "
                     f"(CPython {resolved.resolution.python_version}) with {resolved.resolution.resolver}"
+                    + (
+                        f", and {builder} for the builder stage only (build dependencies, CUDA's compiler)"
+                        if builder
+                        else ""
+                    )
                 ),
             )
         )

@@ -28,6 +28,7 @@ from envbuild.lock.pylock_read import distributions_from
 from envbuild.lock.source_build import source_builds
 from envbuild.lock.sources import source_build_facts
 from envbuild.lock.target import Target
+from envbuild.lock.toolkit import lock_toolkit
 from envbuild.lock.uv import (
     ResolverFailed,
     Sources,
@@ -272,8 +273,12 @@ def resolve(
     bundle: Path | None = None,
     index_urls: Iterable[str] = (),
     find_links: Iterable[str] = (),
+    toolkit: str | None = None,
 ) -> Resolved:
-    """Resolve ``lock``'s declared requirements for its target.  Writes nothing outside a temp folder."""
+    """Resolve ``lock``'s declared requirements for its target.  Writes nothing outside a temp folder.
+
+    ``toolkit`` (the plan's ``builder_toolkit``, CUDA 13): also lock CUDA's compiler wheels for the builder
+    stage (:mod:`envbuild.lock.toolkit`), at the resolved set's cuda-toolkit release, else at this one."""
     if not lock.declared and lock.packages:
         raise ResolveError(
             "the lock has no declared requirement lines (rendered by an envbuild before `envbuild lock` "
@@ -339,7 +344,12 @@ def resolve(
                 built, more = source_builds(lock, raw.pylock, dists, command, work, target, sources)
             except ResolverFailed as failed:
                 raise ResolveError(f"the resolver failed on the build dependencies:\n{failed.text}") from None
-            dists, findings = sorted([*dists, *built], key=lambda d: (d.name, d.role)), [*findings, *more]
+            dists, findings = [*dists, *built], [*findings, *more]
+        if toolkit is not None:
+            where = f"profile {lock.profile_name!r}"
+            kit, more = lock_toolkit(where, dists, toolkit, command, work, target)
+            dists, findings = [*dists, *kit], [*findings, *more]
+    dists = sorted(dists, key=lambda d: (d.name, d.role))
     return Resolved(tuple(dists), tuple(findings), resolution)
 
 

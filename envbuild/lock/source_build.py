@@ -164,6 +164,23 @@ def work_file(work: Path, name: str, text: str) -> Path:
     return path
 
 
+def resolve_beside(
+    command: list[str], folder: Path, request: str, dists: Iterable[LockedDistribution], target: Target
+) -> tuple[list[LockedDistribution], list[str]]:
+    """A second run of the resolver for what the builder stage needs beside the environment (``request``:
+    requirement lines), constrained to the versions the image installs (``dists`` of ``role = "install"``),
+    so a distribution both need is the same file.  Returns (its distributions, the names that have no wheel
+    for ``target``); raises :class:`envbuild.lock.uv.ResolverFailed` when it does not resolve."""
+    from envbuild.lock.pylock_read import distributions_from
+    from envbuild.lock.uv import parse_annotated, run_uv
+
+    folder.mkdir(exist_ok=True)
+    pins = work_file(folder, "pins.txt", constraint_lines(d for d in dists if d.role == "install"))
+    wanted = work_file(folder, "build.in", request)
+    raw = run_uv([*command, "--constraint", str(pins)], wanted, folder)
+    return distributions_from(raw.pylock, parse_annotated(raw.annotated), {}, target)
+
+
 def source_builds(
     lock: Lock,
     pylock: dict[str, Any],
@@ -176,9 +193,8 @@ def source_builds(
     """The build dependencies of the lock's source builds (``role = "build"``) and what to say about
     them: a listed name the resolution lacks (error), one that has a wheel for the target (warning), a
     build dependency that has no wheel (error)."""
-    from envbuild.lock.pylock_read import distributions_from, installable, sdist_url
+    from envbuild.lock.pylock_read import installable, sdist_url
     from envbuild.lock.sources import wheel_files
-    from envbuild.lock.uv import parse_annotated, run_uv
 
     where = f"profile {lock.profile_name!r}"
     findings = unknown_names(lock.build_from_source, [d.name for d in dists], where)
@@ -205,12 +221,7 @@ def source_builds(
         wanted[dist.name] = build_requirements(members, dist.name)
     if not wanted:
         return [], findings
-    folder = work / "build-dependencies"
-    folder.mkdir(exist_ok=True)
-    pins = work_file(folder, "pins.txt", constraint_lines(d for d in dists if d.role == "install"))
-    request = work_file(folder, "build.in", input_lines(wanted))
-    raw = run_uv([*command, "--constraint", str(pins)], request, folder)
-    built, no_wheel = distributions_from(raw.pylock, parse_annotated(raw.annotated), {}, target)
+    built, no_wheel = resolve_beside(command, work / "build-dependencies", input_lines(wanted), dists, target)
     for name in no_wheel:
         findings.append(
             Finding(
