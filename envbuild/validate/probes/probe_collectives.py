@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import socket
 import subprocess
@@ -141,7 +142,10 @@ def rank_main(rank: int) -> None:
 def open_store(address: str, rank: int, world: int, timeout: Any) -> Any:
     """torch's ``TCPStore`` at ``HOST:PORT``: rank 0 binds the socket to HOST itself (``TCPStore`` given
     a host listens on every interface) and hands it over (``detach``: the store's server owns it now);
-    the others connect, retrying until ``timeout``."""
+    the others connect, retrying until ``timeout``.  The libuv server (torch's default from 2.4) listens
+    on a socket handed to it only from torch 2.8 (pytorch/pytorch#150215): before, the older server,
+    which always did, is asked for."""
+    import torch
     import torch.distributed as dist
 
     store_class: Any = dist.TCPStore  # type: ignore[attr-defined,unused-ignore]
@@ -151,7 +155,15 @@ def open_store(address: str, rank: int, world: int, timeout: Any) -> Any:
         return store_class(host, port, world, False, timeout)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     listening = socket.create_server((host, port), family=family)
-    return store_class(host, port, world, True, timeout, master_listen_fd=listening.detach())
+    found = re.match(r"(\d+)\.(\d+)", str(torch.__version__))
+    version = (int(found.group(1)), int(found.group(2))) if found else (99, 0)
+    older = {"use_libuv": False} if (2, 2) <= version < (2, 8) else {}
+    fd = listening.detach()
+    try:
+        return store_class(host, port, world, True, timeout, master_listen_fd=fd, **older)
+    except TypeError:  # a torch without master_listen_fd: every interface, the proofs still guard the group
+        os.close(fd)
+        return store_class(host, port, world, True, timeout)
 
 
 def prove(rank: int, world: int, proofs: list[str], device: str) -> list[int]:
