@@ -62,7 +62,7 @@ class Server:
     def gather(self, listener: socket.socket) -> dict[int, Joined] | None:
         """Accept callers until every rank has joined with a live connection (the lots, by rank), or
         None at the deadline."""
-        while not self._complete():
+        while (members := self._complete()) is None:
             left = self.deadline - time.monotonic()
             if left <= 0:
                 with self.lock:
@@ -77,19 +77,20 @@ class Server:
                 time.sleep(min(POLL_S, max(0.0, left)))
                 continue
             self._handle(conn, str(peer[0]), f"{peer[0]}:{peer[1]}")
-        return dict(sorted(self.joined.items()))
+        return members
 
-    def _complete(self) -> bool:
-        """Every rank joined and still connected; then no more admissions (checked under the lock, so a
-        caller being admitted now cannot slip in after)."""
+    def _complete(self) -> dict[int, Joined] | None:
+        """The lots by rank once every rank has joined and is still connected; then no more admissions
+        (decided under the lock, so a caller being admitted now cannot slip in after)."""
         with self.lock:
             for rank, lot in list(self.joined.items()):
                 if not alive(lot.conn):
                     lot.conn.close()
                     del self.joined[rank]
-            if len(self.joined) == self.spec.nodes - 1:
-                self.closed = True
-            return self.closed
+            if len(self.joined) < self.spec.nodes - 1:
+                return None
+            self.closed = True
+            return dict(sorted(self.joined.items()))
 
     def _handle(self, conn: socket.socket, host: str, address: str) -> None:
         with self.lock:
@@ -131,15 +132,19 @@ class Server:
         if not 0 < rank < self.spec.nodes:
             return _refuse(conn, f"rank {rank} is not one of 1..{self.spec.nodes - 1}", deadline)
         lot = Joined(conn, lines, address, host, ours, str(theirs))
-        with self.lock:
-            if self.closed:
-                return _refuse(conn, "the group has started without this lot", deadline)
+        refusal = None
+        with self.lock:  # decided under the lock, said outside it (a send may wait on the caller)
             held = self.joined.get(rank)
-            if held is not None and held.host != host and alive(held.conn):
-                return _refuse(conn, f"rank {rank} has already joined from {held.address}", deadline)
-            if held is not None:  # the same lot again (it retried), or its old connection is gone
-                held.conn.close()
-            self.joined[rank] = lot
+            if self.closed:
+                refusal = "the group has started without this lot"
+            elif held is not None and held.host != host and alive(held.conn):
+                refusal = f"rank {rank} has already joined from {held.address}"
+            else:
+                if held is not None:  # the same lot again (it retried), or its old connection is gone
+                    held.conn.close()
+                self.joined[rank] = lot
+        if refusal is not None:
+            return _refuse(conn, refusal, deadline)
         try:
             send(conn, {"mac": mac(self.spec.token, "server", theirs)}, deadline)
         except WireError:
