@@ -100,3 +100,17 @@ def test_a_checks_command_does_not_see_the_token(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (run_dir,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
     assert token not in "".join(p.read_text(errors="replace") for p in run_dir.rglob("*") if p.is_file())
+
+
+def test_without_fleet_a_token_in_the_environment_reaches_no_checks_command(tmp_path: Path) -> None:
+    """A renter who exported $ENVBUILD_FLEET_TOKEN once and then validates one lot alone: the token
+    still leaves envbuild's environment (the check exits 4 when it sees it)."""
+    probe = f"import os, sys; sys.exit(4 if {TOKEN_ENV!r} in os.environ else 0)"
+    lock = tmp_path / "lock.json"
+    checks = (CheckSpec(name="no-token", run=("python", "-c", probe)),)
+    lock.write_text(to_json(cpu_lock(tmp_path, checks=checks)), encoding="utf-8")
+    proc = envbuild(
+        "validate", "--lock", lock, "--out", tmp_path / "runs", "--stages", "interpreter,os,checks",
+        "--workdir", tmp_path, env={TOKEN_ENV: secrets.token_urlsafe(24)},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -11,6 +11,7 @@ Exit 0 passed, 1 a stage failed (or the reports differ / do not verify), 2 bad i
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -135,6 +136,8 @@ def validate_command(opts: ValidateOptions) -> int:
         fleet = parse_fleet(opts.fleet, opts.nodes, opts.node_rank, opts.fleet_token)
     elif opts.nodes is not None or opts.node_rank is not None:
         raise UsageError("--nodes and --node-rank need --fleet HOST:PORT")
+    else:  # no fleet: a token in the environment is inherited by no probe and no [[checks]] command
+        os.environ.pop("ENVBUILD_FLEET_TOKEN", None)
 
     def progress(res: object) -> None:
         from envbuild.validate import StageResult
@@ -303,8 +306,9 @@ def validate_image_command(
     envvar="ENVBUILD_FLEET_TOKEN",
     default=None,
     metavar="TOKEN",
-    help="With --fleet: the secret every lot shares (16+ characters; prefer $ENVBUILD_FLEET_TOKEN: "
-    "an argument shows in ps). Never written to a report.",
+    help="With --fleet: the secret every lot shares (128 bits: 32+ hex digits or 22+ base64url "
+    "characters, e.g. python3 -c 'import secrets; print(secrets.token_urlsafe(24))'; prefer "
+    "$ENVBUILD_FLEET_TOKEN: an argument shows in ps). Never written to a report.",
 )
 @click.option(
     "--image",
