@@ -175,11 +175,6 @@ def test_report_diff_and_verify_show_the_reports_names_not_run(hostile_run: Path
     _shown_not_run(verify.stdout + verify.stderr)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="envbuild/cli/_validate.py (its owner's, issue 36) prints the first failure as rich markup: "
-    "MarkupError on gloo's text, ESC raw; the fix is to pass it through envbuild.cli.output.markup",
-)
 def test_validate_prints_the_first_failure_without_running_it(tmp_path: Path) -> None:
     """The run itself, as `envbuild validate` prints it (gloo's text raised MarkupError in one run)."""
     code = f"import sys; print({HOSTILE!r}); sys.exit(1)"

@@ -21,7 +21,7 @@ import click
 
 from envbuild.cli._report import register as register_report_commands
 from envbuild.cli.app import cli, handle_errors, json_option
-from envbuild.cli.output import envelope, print_json
+from envbuild.cli.output import echo, envelope, print_json
 from envbuild.errors import UsageError
 
 
@@ -82,10 +82,10 @@ def report_json(run_dir: Path) -> dict[str, Any]:
 
 
 def _print_table(report: object, run_dir: Path, err: bool) -> None:
-    from rich.markup import escape
     from rich.table import Table
 
     from envbuild.cli.output import console as make_console
+    from envbuild.cli.output import markup as escape
     from envbuild.validate import Report
 
     assert isinstance(report, Report)
@@ -104,23 +104,30 @@ def _print_table(report: object, run_dir: Path, err: bool) -> None:
         elif s.hint:
             detail += f"\nhint: {s.hint}"
         table.add_row(
-            s.stage, f"[{_STYLE[s.status]}]{s.status}[/]", f"{s.duration_s:.2f}", detail, style=None
+            escape(s.stage),
+            f"[{_STYLE[s.status]}]{s.status}[/]",
+            f"{s.duration_s:.2f}",
+            escape(detail, multiline=True),
+            style=None,
         )
     console.print(table, markup=True)
     for stage, text in warned:
-        console.print(f"[yellow]warning[/]: {stage}: {escape(text)}", markup=True, soft_wrap=True)
+        console.print(f"[yellow]warning[/]: {escape(stage)}: {escape(text)}", markup=True, soft_wrap=True)
     console.print(
-        f"lock {report.lock.path}; interpreter {report.python}; workdir {report.workdir}",
-        markup=False,
+        f"lock {escape(report.lock.path)}; interpreter {escape(report.python)}; "
+        f"workdir {escape(report.workdir)}",
+        markup=True,
         soft_wrap=True,
     )
     verdict = "[green]PASSED[/]" if report.ok else "[red]FAILED[/]"
     if report.interrupted:
-        verdict += f" (interrupted by {report.signal})"
-    console.print(f"{verdict}  report: {run_dir}")
+        verdict += f" (interrupted by {escape(report.signal)})"
+    console.print(f"{verdict}  report: {escape(run_dir)}", markup=True)
     if report.first_failure:
         console.print(
-            f"first failure: [bold]{report.first_failure.stage}[/]: {report.first_failure.error}", markup=True
+            f"first failure: [bold]{escape(report.first_failure.stage)}[/]: "
+            f"{escape(report.first_failure.error)}",
+            markup=True,
         )
 
 
@@ -143,7 +150,7 @@ def validate_command(opts: ValidateOptions) -> int:
         from envbuild.validate import StageResult
 
         assert isinstance(res, StageResult)
-        click.echo(f"  {res.stage:<12} {res.status:<9} {res.duration_s:7.2f}s", err=True)
+        echo(f"  {res.stage:<12} {res.status:<9} {res.duration_s:7.2f}s", err=True)
 
     report, run_dir = run_validation(
         opts.lock,
