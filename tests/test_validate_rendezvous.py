@@ -361,7 +361,7 @@ def test_a_fake_node_0s_refusal_reaches_the_error_with_its_control_characters_vi
 
 
 def test_peer_text_is_bounded_and_shows_control_characters() -> None:
-    assert peer_text("a\x1bb\r\nc\u2028") == "a\\x1bb\\r\\nc\\u2028"
+    assert peer_text("a\x1bb\r\nc\u2028") == "a\\x1bb\\x0d\\x0ac\\u2028"  # envbuild.untrusted.terminal
     assert len(peer_text("x" * 5000)) == 303
     assert peer_text({"k": "\x1b"}) == '{"k": "\\u001b"}'
 

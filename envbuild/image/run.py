@@ -296,14 +296,18 @@ def extract_runs(archive: bytes, out: Path) -> tuple[Path, ...]:
 
 
 def _pump_logs(container: Any, echo: Callable[[str], None]) -> None:
+    """The container's output, line by line, its control characters shown as escapes (the image and the
+    machine are untrusted: envbuild.untrusted)."""
+    from envbuild.untrusted import terminal
+
     buffer = b""
     for raw in container.logs(stream=True, follow=True):
         buffer += raw
         *lines, buffer = buffer.split(b"\n")
         for line in lines:
-            echo(line.decode("utf-8", "replace"))
+            echo(terminal(line.decode("utf-8", "replace")))
     if buffer:
-        echo(buffer.decode("utf-8", "replace"))
+        echo(terminal(buffer.decode("utf-8", "replace")))
 
 
 def validate_image(

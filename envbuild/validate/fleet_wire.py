@@ -17,6 +17,8 @@ import socket
 import time
 from typing import Any
 
+from envbuild.untrusted import terminal
+
 MAX_LINE = 4096
 PEER_TEXT_MAX = 300
 
@@ -93,12 +95,12 @@ def alive(conn: socket.socket) -> bool:
 
 
 def peer_text(value: object) -> str:
-    """A peer's words, as envbuild shows them: control characters (ESC, CR, ...) made visible as
-    escapes (``\\x1b``), at most :data:`PEER_TEXT_MAX` characters.  Every text that comes from a peer
-    of the fleet goes through here (the place for a shared sanitizer of untrusted text)."""
+    """A peer's words, as envbuild shows them: control characters and line breaks (ESC, CR, ...) made
+    visible as escapes (``\\x1b``: :func:`envbuild.untrusted.terminal`), at most :data:`PEER_TEXT_MAX`
+    characters.  Every text that comes from a peer of the fleet goes through here."""
     try:
         text = value if isinstance(value, str) else json.dumps(value, default=str)
     except (ValueError, RecursionError):  # a peer's JSON nested near the limit
         text = f"(a {type(value).__name__} too deep to show)"
-    shown = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    shown = terminal(text)
     return shown if len(shown) <= PEER_TEXT_MAX else shown[:PEER_TEXT_MAX] + "..."
