@@ -39,8 +39,10 @@ timestamps). It is computed from the `docker save` stream without holding a laye
 - A profile with `[python] build_from_source` builds those sdists in the image's builder stage.
   `envbuild build` keeps each built wheel in `BUNDLE/built-wheels/` with a key record (the sdist's
   sha256, torch's version and variant, the arch list, Python's and the compilers' versions); the next
-  build copies in a wheel whose key matches instead of compiling it. The workflow caches that folder
-  (the step runs only for a bundle that builds from source).
+  build copies in a wheel whose key matches, and whose sha256 the build record of the build that made it
+  names, instead of compiling it (a wheel no record vouches for is left out and compiled again). The
+  workflow caches that folder and the build records (the step runs only for a bundle that builds from
+  source).
 
 The workflow below runs these steps over a matrix of profiles x targets and publishes the validation
 reports (junit.xml), the build records and the comparison. The bundle README carries the same workflow
