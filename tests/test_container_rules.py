@@ -464,6 +464,10 @@ class _FakeClient:
         self.created.append(kwargs)
         return _FakeContainer(self.lock_json)
 
+    def info(self) -> dict[str, Any]:
+        """The engine of a rented NVIDIA machine: the NVIDIA runtime registered (image/gpu_host.py)."""
+        return {"Runtimes": {"runc": {}, "nvidia": {"path": "nvidia-container-runtime"}}}
+
 
 @pytest.mark.parametrize("backend", ["cuda", "rocm"])
 def test_validate_image_creates_the_container_from_the_one_rule(

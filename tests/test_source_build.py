@@ -220,7 +220,8 @@ def test_a_gpu_source_build_compiles_on_the_devel_image_and_ships_on_the_base(
     # the final stage (the last FROM) is on the base image
     assert re.findall(r"^FROM (\S+)", dockerfile, re.M)[-1] == "${BASE_IMAGE}"
     # the README's CI workflow keeps the built wheels between runs
-    assert "path: ${{ env.BUNDLE }}/built-wheels" in (tmp_path / "bundle" / "README.md").read_text()
+    readme = (tmp_path / "bundle" / "README.md").read_text()
+    assert "${{ env.BUNDLE }}/built-wheels\n            ${{ env.BUNDLE }}/build-*.record.json" in readme
 
 
 def test_a_cuda_13_source_build_compiles_with_the_package_indexs_nvcc_on_debian12(tmp_path: Path) -> None:

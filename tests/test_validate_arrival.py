@@ -24,6 +24,7 @@ from validate_support import cpu_lock
 
 from envbuild.errors import UsageError
 from envbuild.models import CheckSpec, LockPackage
+from envbuild.untrusted import markdown
 from envbuild.validate import exit_code, interp, run_validation, verify_report
 
 REPO = Path(__file__).resolve().parent.parent
@@ -156,8 +157,10 @@ def test_a_venv_outside_the_image_validates_with_the_bundle(tmp_path: Path) -> N
     (run_dir,) = list((tmp_path / "runs").iterdir())
     assert verify_report(run_dir) == []
     md = (run_dir / "report.md").read_text(encoding="utf-8")
-    assert f"- environment: venv at {sys.prefix}, chosen by --python" in md
-    assert f"- `python` on PATH: {tmp_path / 'impostor' / 'python'} (NOT the interpreter under test)" in md
+    # machine text is Markdown-escaped in report.md (envbuild.untrusted.markdown: `_` as `\_`)
+    assert f"- environment: venv at {markdown(sys.prefix)}, chosen by --python" in md
+    impostor = markdown(f"{tmp_path / 'impostor' / 'python'} (NOT the interpreter under test)")
+    assert f"- `python` on PATH: {impostor}" in md
 
 
 def test_a_profile_matching_the_venv_passes_end_to_end(tmp_path: Path) -> None:
