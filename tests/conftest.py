@@ -23,7 +23,9 @@ BASE_IMAGE = os.environ.get("ENVBUILD_TEST_BASE_IMAGE", "envbuild/debian:12")
 
 # The xdist groups that build an image, longest first: under xdist they are handed out before every
 # other test (scripts/test.sh passes --no-loadscope-reorder), so the longest chain starts at once.
-IMAGE_GROUPS = ("pytorch-cpu", "source-build", "blender-cpu", "container-box", "rebuild-proof")
+# cuda-image (tests/test_e2e_cuda.py: a 6 GB CUDA image, 20-25 min on 2 CPUs) takes one worker alone: its five
+# tests keep xdist from handing that worker a second group at the start.
+IMAGE_GROUPS = ("cuda-image", "pytorch-cpu", "source-build", "blender-cpu", "container-box", "rebuild-proof")
 
 
 @pytest.hookimpl(trylast=True)  # after xdist's own hook, which names the groups in the node ids
