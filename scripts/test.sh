@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up everything the tests need and run the whole suite:
 #   a venv with envbuild and its test extras (torch 2.13.0 CPU, pytest, ruff, mypy, hadolint, ...),
-#   a running Docker engine, the local Debian 12 base image, the smokes of scripts/smoke.sh (Python 3.10,
+#   a running Docker engine, the local Debian 12 and Ubuntu 22.04 base images, the smokes of scripts/smoke.sh (Python 3.10,
 #   the newest Python, the lowest declared dependencies), then ruff, mypy and pytest.
 # pytest runs in parallel (pytest-xdist, ENVBUILD_TEST_WORKERS workers, 2 by default): the tests that share
 # an image are in one xdist_group, run by one worker that builds the image once (tests/conftest.py).
