@@ -161,3 +161,12 @@ def test_the_cli_never_passes_a_run_without_gpus(
     )
     assert ("first failure: container: /dev/nvidiactl is missing" in last) is (inside == 1)
     assert first_failure(tmp_path / "nowhere") is None
+
+
+def test_the_engines_words_reach_the_diagnosis_with_escapes_shown() -> None:
+    """The rented machine's engine names its runtimes and words its refusal: an ESC in either is shown
+    as an escape, not sent to the terminal."""
+    support = GpuSupport(runtimes=("runc\x1b]0;owned\x07",), cdi_devices=(), refusal="no\x1b[2J gpu")
+    said = support.diagnosis()
+    assert "\x1b" not in said and "\x07" not in said
+    assert "runc\\x1b]0;owned\\x07" in said and "no\\x1b[2J gpu" in said

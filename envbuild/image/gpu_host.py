@@ -57,16 +57,19 @@ class GpuSupport:
         return self.refusal is None
 
     def diagnosis(self) -> str:
-        """The reason in one sentence, for a host without GPU support."""
-        runtimes = ", ".join(self.runtimes) or "none"
+        """The reason in one sentence, for a host without GPU support.  The engine's names and words are
+        the rented machine's text: shown on one line, control characters as escapes."""
+        from envbuild.untrusted import one_line
+
+        runtimes = one_line(", ".join(self.runtimes) or "none")
         cdi = (
-            f"CDI devices {', '.join(self.cdi_devices)}"
+            f"CDI devices {one_line(', '.join(self.cdi_devices))}"
             if self.cdi_devices
             else f"no {CDI_GPU_KIND} CDI device"
         )
         return (
             f"this host's Docker has no NVIDIA runtime (its runtimes: {runtimes}; {cdi}), and it refuses a "
-            f"GPU request ({self.refusal}): the GPUs cannot be passed to the container"
+            f"GPU request ({one_line(self.refusal)}): the GPUs cannot be passed to the container"
         )
 
 
