@@ -67,9 +67,10 @@ def test_a_healthy_h100_passes_and_one_at_half_speed_fails_naming_what_h100s_ach
 
 
 def test_a_healthy_h200_passes_and_one_at_half_speed_fails_naming_what_h200s_achieve() -> None:
-    """Published: Azure's fp8 8192^3 on ND H200 v5 (1300.6).  Recorded: 769 TFLOP/s bf16 at 8192^3, the
-    lowest of the workplace's lent H200s (KINDS.md, 769-798).  Derived: 396, half of 792 (inside that
-    range): the H200 at half speed that 0.40 of the datasheet (395.76) let pass."""
+    """Published: Azure's fp8 8192^3 on ND H200 v5 (1300.6).  Measured (the workplace's device notes,
+    not a capture here): 769 TFLOP/s bf16 at 8192^3, the lowest of its lent H200s (KINDS.md, 769-798).
+    Derived: 396, half of 792 (inside that range): the H200 at half speed that 0.40 of the datasheet
+    (395.76) let pass."""
     lock = gpu_lock("cuda", ["h200"])
     assert decide(lock, "bfloat16", 769.0).status == "passed"
     assert decide(lock, "float8_e4m3fn", azure_gemm_8192("azure-nd-h200-v5-results.md")).status == "passed"
