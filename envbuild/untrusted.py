@@ -20,7 +20,7 @@ One rule per output, applied where the text enters envbuild's output (never in e
   :func:`markdown_block`: a fenced block of several lines.
 - rich (the terminal's tables): :func:`envbuild.cli.output.markup` is :func:`terminal` then
   ``rich.markup.escape``, for text put inside markup; or ``rich.text.Text(terminal(...))``.
-- HTML: Jinja's autoescape (:mod:`envbuild.validate.html_report`, ``report fleet --html``).
+- HTML: Jinja's autoescape (:mod:`envbuild.report.html`, ``report fleet --html``).
 
 Standard library only: the validator and its probes may use it.
 """

@@ -22,7 +22,7 @@ from test_validate_faults import _alive, hang_script
 from validate_support import cpu_lock
 
 from envbuild.boundary import to_json
-from envbuild.validate import verify_report
+from envbuild.report.verify import verify_report
 from envbuild.validate.runfolder import INCOMPLETE, RUN_ENV, RUNNING, settle_stale_runs, start_run
 
 

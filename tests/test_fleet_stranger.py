@@ -24,7 +24,7 @@ import pytest
 from validate_support import cpu_lock
 
 from envbuild.catalog.perf_rows import load_performance
-from envbuild.validate.model import StageResult
+from envbuild.report.model import StageResult
 from envbuild.validate.performance_stage import _with_fleet
 from envbuild.validate.rendezvous import TRANSPORT_NOTE, parse_fleet
 from envbuild.validate.stage_context import ProbeFailed, StageContext

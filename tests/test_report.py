@@ -16,8 +16,11 @@ from validate_support import cpu_lock, venv_distributions
 
 from envbuild.boundary import to_json
 from envbuild.models import CheckSpec
-from envbuild.validate import diff_reports, load_report, markdown_report, run_validation, verify_report
-from envbuild.validate.redact import REDACTED, redact_env, redact_text
+from envbuild.report import markdown as markdown_report
+from envbuild.report.diff import diff_reports
+from envbuild.report.redact import REDACTED, redact_env, redact_text
+from envbuild.report.verify import load_report, verify_report
+from envbuild.validate import run_validation
 
 
 def _report(tmp_path: Path, name: str, stages: list[str], **lock_update: object) -> Path:

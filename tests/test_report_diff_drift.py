@@ -25,7 +25,9 @@ import pytest
 from validate_support import cpu_lock
 
 from envbuild.boundary import to_json
-from envbuild.validate import diff_reports, load_report, run_validation
+from envbuild.report.diff import diff_reports
+from envbuild.report.verify import load_report
+from envbuild.validate import run_validation
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA = json.loads((REPO / "docs" / "output.schema.json").read_text(encoding="utf-8"))
@@ -123,7 +125,7 @@ def test_a_transitive_distribution_that_drifted_is_named(runs: tuple[Path, Path]
 
 
 def test_an_older_report_without_the_installed_list_says_so(runs: tuple[Path, Path], tmp_path: Path) -> None:
-    from envbuild.validate.verify import compare_reports  # new in item 5
+    from envbuild.report.diff import compare_reports  # new in item 5
 
     a, b = runs
     # a copy of run B as an envbuild before this change wrote it: no "installed" fact
@@ -141,7 +143,7 @@ def test_an_older_report_without_the_installed_list_says_so(runs: tuple[Path, Pa
 
 
 def test_hardware_facts_are_compared(runs: tuple[Path, Path], tmp_path: Path) -> None:
-    from envbuild.validate.verify import compare_reports  # new in item 5
+    from envbuild.report.diff import compare_reports  # new in item 5
 
     a, _ = runs
 
@@ -175,7 +177,7 @@ def test_hardware_facts_are_compared(runs: tuple[Path, Path], tmp_path: Path) ->
 
 
 def test_stage_timings_beyond_noise(runs: tuple[Path, Path], tmp_path: Path) -> None:
-    from envbuild.validate.verify import beyond_noise  # new in item 5
+    from envbuild.report.diff import beyond_noise  # new in item 5
 
     a, _ = runs
     assert beyond_noise(10.0, 16.0) and beyond_noise(2.0, 3.5)

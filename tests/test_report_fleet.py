@@ -102,7 +102,7 @@ def _gpu(driver: str, name: str, uuid: str) -> Any:
 
 
 def test_real_runs_side_by_side(real_runs: list[Path]) -> None:
-    from envbuild.validate.fleet import load_fleet
+    from envbuild.report.fleet import load_fleet
 
     proc = _envbuild("report", "fleet", *map(str, real_runs))
     assert proc.returncode in (0, 1), proc.stderr
@@ -165,7 +165,7 @@ def test_a_slower_lot_and_a_drifted_package_set_are_flagged(real_runs: list[Path
 
 
 def test_driver_gpu_names_and_uuids(real_runs: list[Path], tmp_path: Path) -> None:
-    from envbuild.validate.fleet import load_fleet
+    from envbuild.report.fleet import load_fleet
 
     edits = {
         0: _gpu("570.124.06", "NVIDIA H200", "GPU-1111"),
@@ -199,7 +199,7 @@ def test_html_page_is_self_contained_and_escaped(real_runs: list[Path], tmp_path
     assert f"wrote {page_path}" in proc.stderr
     page = page_path.read_text(encoding="utf-8")
     assert f'<meta http-equiv="Content-Security-Policy" content="{CSP}">' in page
-    from envbuild.validate.fleet import CSP as constant
+    from envbuild.report.fleet import CSP as constant
 
     assert constant == CSP
     assert "<script" not in page and "<img" not in page
@@ -239,7 +239,7 @@ def test_html_page_is_self_contained_and_escaped(real_runs: list[Path], tmp_path
 
 
 def test_outlier_rules() -> None:
-    from envbuild.validate.fleet import categorical_outliers, numeric_outliers
+    from envbuild.report.fleet import categorical_outliers, numeric_outliers
 
     # MAD 0: the 10 % floor decides
     assert numeric_outliers("x", [("a", 10.0), ("b", 10.0), ("c", 10.9)]) == []

@@ -20,7 +20,8 @@ from validate_support import cpu_lock
 
 from envbuild.boundary import to_json
 from envbuild.digest import sha256_file
-from envbuild.validate import run_validation, verify_report
+from envbuild.report.verify import verify_report
+from envbuild.validate import run_validation
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA = json.loads((REPO / "docs" / "output.schema.json").read_text(encoding="utf-8"))
@@ -127,7 +128,7 @@ def test_an_edited_report_with_a_recomputed_manifest_is_intact_but_not_signed(
 ) -> None:
     renter, allowed, _ = keys
     copied = _copy(report, tmp_path)
-    from envbuild.validate.sign import sign_report
+    from envbuild.report.sign import sign_report
 
     sign_report(copied, renter)
     data = json.loads((copied / "report.json").read_text(encoding="utf-8"))
@@ -161,7 +162,7 @@ def test_a_signature_by_another_key_fails(
     assert _envbuild("report", "sign", str(copied), "--key", str(other)).returncode == 0
     proc = _envbuild("report", "verify", str(copied), "--allowed-signers", str(allowed))
     assert proc.returncode == 1 and "does not list" in proc.stdout
-    from envbuild.validate.sign import check_signature
+    from envbuild.report.sign import check_signature
 
     result = check_signature(copied, allowed)
     assert not result.ok and result.signer is None

@@ -17,6 +17,7 @@ from envbuild.errors import BundleError, UsageError
 from envbuild.image.certs import load_ca_cert
 from envbuild.profile.appdir import collect_app
 from envbuild.profile.fields import check_env_key, check_env_value
+from envbuild.report.redact import env_lines, is_allowed_name, redact_env, redact_text
 from envbuild.secrets import (
     MASK,
     REDACTED,
@@ -27,7 +28,6 @@ from envbuild.secrets import (
     redact,
     value_reason,
 )
-from envbuild.validate.redact import env_lines, is_allowed_name, redact_env, redact_text
 
 
 def _rand(n: int, alphabet: str = string.ascii_letters + string.digits) -> str:

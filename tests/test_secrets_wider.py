@@ -22,9 +22,9 @@ from test_secrets_planted import assert_absent, run
 from envbuild.lockurls import lock_url
 from envbuild.net import redact_url
 from envbuild.profile.pep508 import LineError, check_url
+from envbuild.report.redact import env_lines
 from envbuild.secrets import env_name_reason, file_reason, name_reason, redact, redact_tail, value_reason
 from envbuild.validate.checks import TAIL, run_check
-from envbuild.validate.redact import env_lines
 from envbuild.validate.run_output import StreamBuffer
 
 

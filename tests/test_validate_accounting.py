@@ -17,7 +17,8 @@ from validate_support import cpu_lock
 
 from envbuild.boundary import to_json
 from envbuild.models import CheckSpec, LockPackage
-from envbuild.validate import exit_code, run_validation, verify_report
+from envbuild.report.verify import verify_report
+from envbuild.validate import exit_code, run_validation
 from envbuild.validate.container import decide_container
 from envbuild.validate.decide_work import checkpoint_folder_failed, decide_checkpoint
 

@@ -24,8 +24,9 @@ from validate_support import cpu_lock
 
 from envbuild.errors import UsageError
 from envbuild.models import CheckSpec, LockPackage
+from envbuild.report.verify import verify_report
 from envbuild.untrusted import markdown
-from envbuild.validate import exit_code, interp, run_validation, verify_report
+from envbuild.validate import exit_code, interp, run_validation
 
 REPO = Path(__file__).resolve().parent.parent
 PILOT_APP = REPO / "profiles" / "apps" / "pilot"

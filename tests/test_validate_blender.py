@@ -26,7 +26,8 @@ from typing import Any
 import pytest
 
 from envbuild.models import Lock
-from envbuild.validate import blender, run_validation, verify_report
+from envbuild.report.verify import verify_report
+from envbuild.validate import blender, run_validation
 from envbuild.validate.host import GpuToolFacts
 from envbuild.validate.smi import SmiGpu, SmiView
 
@@ -277,7 +278,7 @@ def test_a_lock_without_blender_has_no_blender_stage(tmp_path: Path) -> None:
 
 
 def test_report_takes_only_blender_pngs(tmp_path: Path) -> None:
-    from envbuild.validate.report import write_report
+    from envbuild.report.write import write_report
 
     lock = blender_lock()
     report, _ = run_validation(lock, python=sys.executable, out=tmp_path / "runs", stages=["os"])

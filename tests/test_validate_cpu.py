@@ -20,7 +20,8 @@ from validate_support import cpu_lock, venv_distributions
 
 from envbuild.boundary import to_json
 from envbuild.models import LockedDistribution
-from envbuild.validate import exit_code, run_validation, verify_report
+from envbuild.report.verify import verify_report
+from envbuild.validate import exit_code, run_validation
 
 REPO = Path(__file__).resolve().parent.parent
 SECRET = "hf_envbuildTestSecret9f8e7d"

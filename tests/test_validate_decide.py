@@ -10,6 +10,7 @@ from validate_support import gpu_lock, locked
 
 from envbuild.errors import UsageError
 from envbuild.models import Lock, LockPackage
+from envbuild.report.model import StageResult
 from envbuild.validate.decide import decide_interpreter, decide_os, decide_packages, package_differences
 from envbuild.validate.decide_work import (
     decide_checkpoint,
@@ -17,7 +18,6 @@ from envbuild.validate.decide_work import (
     decide_extensions,
     decide_memory_cpu,
 )
-from envbuild.validate.model import StageResult
 from envbuild.validate.stages import select_stages
 
 

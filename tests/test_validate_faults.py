@@ -20,7 +20,8 @@ from validate_support import cpu_lock
 
 from envbuild.boundary import to_json
 from envbuild.models import CheckSpec
-from envbuild.validate import exit_code, run_validation, verify_report
+from envbuild.report.verify import verify_report
+from envbuild.validate import exit_code, run_validation
 
 SEGV = "import os, signal, sys\nsys.stdin.read()\nos.kill(os.getpid(), signal.SIGSEGV)\n"
 GARBAGE = "import sys\nsys.stdin.read()\nprint('Segmentation fault? no: hello from a wrapper script')\n"

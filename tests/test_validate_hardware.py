@@ -159,8 +159,9 @@ def test_no_vendor_tool_is_said_never_passed() -> None:
 def test_report_diff_and_fleet_compare_the_hardware(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two validations of an A100: the real capture (MIG enabled), then one derived from it (labelled:
     no public capture shows it) with MIG disabled and the power limit cut to 400 W."""
-    from envbuild.validate.fleet import load_fleet
-    from envbuild.validate.verify import diff_reports, load_report
+    from envbuild.report.diff import diff_reports
+    from envbuild.report.fleet import load_fleet
+    from envbuild.report.verify import load_report
 
     real = REAL / "nvidia-smi-q-x" / "a100-sxm4-v12.xml"
     derived = tmp_path / "a100-derived.xml"  # derived: MIG off, power limit lowered

@@ -21,7 +21,7 @@ from validate_support import gpu_lock
 from envbuild.catalog.perf_rows import load_performance
 from envbuild.errors import CatalogError
 from envbuild.models import Lock, LockTarget
-from envbuild.validate.model import StageResult
+from envbuild.report.model import StageResult
 from envbuild.validate.performance import decide_performance, judge
 
 REPO = Path(__file__).resolve().parent.parent

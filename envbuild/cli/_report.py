@@ -18,8 +18,8 @@ import click
 
 from envbuild.cli.output import echo, envelope, print_json
 from envbuild.errors import EXIT_FINDINGS, EXIT_OK, UsageError
+from envbuild.report.folder import MANIFEST, SIGNATURE, atomic_write
 
-MANIFEST_NAME = "MANIFEST.sha256"  # envbuild.validate.report.MANIFEST (not imported: the CLI starts light)
 _STYLE = {"passed": "green", "failed": "red"}
 INTEGRITY_NOTE = (
     "integrity in transit, not authenticity: the files match MANIFEST.sha256, but whoever wrote the "
@@ -54,8 +54,8 @@ def register(group: click.Group) -> None:
         That is integrity in transit, not authenticity: with --allowed-signers the manifest's signature is
         checked too (exit 1 when it is missing or does not verify; 3 without ssh-keygen).
         """
-        from envbuild.validate import verify_report
-        from envbuild.validate.sign import SIGNATURE, check_signature
+        from envbuild.report.sign import check_signature
+        from envbuild.report.verify import verify_report
 
         problems = verify_report(directory)
         sig = check_signature(directory, allowed_signers) if allowed_signers is not None else None
@@ -97,7 +97,7 @@ def register(group: click.Group) -> None:
         for f in findings:
             echo(f"error: {f['code']}: {f['message']}")
         if not problems:
-            echo(f"{directory}: intact (every file matches {MANIFEST_NAME})")
+            echo(f"{directory}: intact (every file matches {MANIFEST})")
         if sig is not None and sig.ok:
             echo(f"{directory}: {sig.message}")
         elif sig is None and not problems:
@@ -128,7 +128,7 @@ def register(group: click.Group) -> None:
         Exit 0 signed, 1 the report does not match its manifest (nothing signed), 2 a bad key or folder,
         3 no usable ssh-keygen.
         """
-        from envbuild.validate.sign import NAMESPACE, sign_report
+        from envbuild.report.sign import NAMESPACE, sign_report
 
         path = sign_report(directory, key)
         if as_json:
@@ -143,7 +143,7 @@ def register(group: click.Group) -> None:
                 )
             )
         else:
-            echo(f"signed {directory / MANIFEST_NAME} -> {path} (namespace {NAMESPACE})")
+            echo(f"signed {directory / MANIFEST} -> {path} (namespace {NAMESPACE})")
         sys.exit(EXIT_OK)
 
     @group.command("diff")
@@ -163,7 +163,8 @@ def register(group: click.Group) -> None:
         Exit 0 same, 1 different, 2 when either is not a readable report (so "different" stays unambiguous).
         """
         from envbuild.errors import ReportError
-        from envbuild.validate.verify import TIMING_MIN_S, TIMING_RATIO, check_report, compare_reports
+        from envbuild.report.diff import TIMING_MIN_S, TIMING_RATIO, compare_reports
+        from envbuild.report.verify import check_report
 
         try:
             checked = check_report(a), check_report(b)
@@ -229,8 +230,7 @@ def register(group: click.Group) -> None:
         nothing stands out, 1 otherwise, 2 a RUN that is not a readable report.
         """
         from envbuild.errors import ReportError
-        from envbuild.validate.fleet import load_fleet, render_html, to_json_data
-        from envbuild.validate.report import atomic_write
+        from envbuild.report.fleet import load_fleet, render_html, to_json_data
 
         try:
             fleet = load_fleet(list(runs))
@@ -258,7 +258,7 @@ def _verdict_problems(directory: Path) -> list[str]:
     """``report verify``: where report.json's stored verdict disagrees with its stages (a report.json
     that does not read is the manifest check's to name, or says so here)."""
     from envbuild.errors import ReportError
-    from envbuild.validate.verify import parse_report, verdict_problems
+    from envbuild.report.verify import parse_report, verdict_problems
 
     if not (directory / "report.json").is_file():
         return []  # a missing report.json is named by the manifest check
@@ -275,8 +275,8 @@ def _print_fleet(fleet: object) -> None:
 
     from envbuild.cli.output import console as make_console
     from envbuild.cli.output import markup as escape
+    from envbuild.report.fleet import Fleet, flagged, stage_cell
     from envbuild.untrusted import one_line
-    from envbuild.validate.fleet import Fleet, flagged, stage_cell
 
     assert isinstance(fleet, Fleet)
     marks = flagged(fleet)

@@ -86,7 +86,7 @@ def _print_table(report: object, run_dir: Path, err: bool) -> None:
 
     from envbuild.cli.output import console as make_console
     from envbuild.cli.output import markup as escape
-    from envbuild.validate import Report
+    from envbuild.report.model import Report
 
     assert isinstance(report, Report)
     console = make_console(err=err)
@@ -147,7 +147,7 @@ def validate_command(opts: ValidateOptions) -> int:
         os.environ.pop("ENVBUILD_FLEET_TOKEN", None)
 
     def progress(res: object) -> None:
-        from envbuild.validate import StageResult
+        from envbuild.report.model import StageResult
 
         assert isinstance(res, StageResult)
         echo(f"  {res.stage:<12} {res.status:<9} {res.duration_s:7.2f}s", err=True)

@@ -2,7 +2,7 @@
 
 Public API: :func:`run_validation` (what the CLI and ``envbuild validate --image`` call),
 :func:`run` (the stage API named in docs/architecture.md), :class:`Report`, :class:`StageResult`,
-:data:`STAGE_NAMES`, :func:`verify_report`, :func:`diff_reports`, :func:`load_report`.
+:data:`STAGE_NAMES`.  Reading a report (verify, diff, load) is :mod:`envbuild.report`'s.
 
 Exit codes (:func:`exit_code`): 0 every stage passed or was skipped as not applicable (with its
 reason), 1 a stage failed or timed out, 2 bad input (no lock found, a bad lock, --python, --stages,
@@ -41,14 +41,15 @@ from envbuild import __version__
 from envbuild.boundary import to_data, to_json
 from envbuild.errors import ReportError, UsageError
 from envbuild.models import Lock, read_lock
+from envbuild.report.folder import discard_run_dir, new_run_dir
+from envbuild.report.model import FirstFailure, LockRef, Report, StageResult
+from envbuild.report.write import write_report
 from envbuild.untrusted import terminal
 from envbuild.validate.host import host_facts
 from envbuild.validate.interp import DEFAULT_LOCK, SOURCE_SELF, choose_python, default_workdir, find_lock
 from envbuild.validate.ladder import Interrupted, run_stages
-from envbuild.validate.model import FirstFailure, LockRef, Report, StageResult
 from envbuild.validate.probe import kill_current
 from envbuild.validate.rendezvous import FleetSpec
-from envbuild.validate.report import discard_run_dir, new_run_dir, write_report
 from envbuild.validate.runfolder import StaleRun, clear_env, finish_run, settle_stale_runs, start_run
 from envbuild.validate.stage_context import StageContext
 from envbuild.validate.stages import (
@@ -58,7 +59,6 @@ from envbuild.validate.stages import (
     select_stages,
     skip_reasons,
 )
-from envbuild.validate.verify import diff_reports, load_report, verify_report
 from envbuild.validate.worker import kill_workers
 
 __all__ = [
@@ -66,13 +66,10 @@ __all__ = [
     "STAGE_NAMES",
     "Report",
     "StageResult",
-    "diff_reports",
     "exit_code",
-    "load_report",
     "resolve_python",
     "run",
     "run_validation",
-    "verify_report",
 ]
 
 SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}

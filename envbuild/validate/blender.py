@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from envbuild.models import Lock
+from envbuild.report.model import StageResult
 from envbuild.validate.host import GpuToolFacts
-from envbuild.validate.model import StageResult
 from envbuild.validate.probe import ProbeResult, probe_path, run_probe, run_probe_argv
 
 SIZE = 64  # pixels per side (at most MAX_SIZE)

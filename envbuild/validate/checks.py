@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from envbuild.models import CheckSpec
+from envbuild.report.model import StageResult
+from envbuild.report.redact import redact_tail_text
 from envbuild.validate.decide import result, skipped
-from envbuild.validate.model import StageResult
-from envbuild.validate.redact import redact_tail_text
 from envbuild.validate.runner import run_process
 
 TAIL = 2000

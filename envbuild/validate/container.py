@@ -44,9 +44,9 @@ import math
 from typing import Any
 
 from envbuild.models import Lock
+from envbuild.report.model import StageResult
 from envbuild.runopts import shm_size_gib
 from envbuild.validate.container_facts import _NVIDIA_GPU, _RENDER
-from envbuild.validate.model import StageResult
 
 GIB = 1 << 30
 SHM_MIN_BYTES = GIB

@@ -16,7 +16,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from envbuild.models import Lock, LockedDistribution
-from envbuild.validate.model import StageResult
+from envbuild.report.model import StageResult
 
 
 def result(stage: str, error: str | None = None, hint: str | None = None, /, **facts: Any) -> StageResult:

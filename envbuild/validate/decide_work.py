@@ -8,8 +8,8 @@ import os
 from typing import Any
 
 from envbuild.models import Lock
+from envbuild.report.model import StageResult
 from envbuild.validate.decide import result, skipped
-from envbuild.validate.model import StageResult
 
 GIB = 1024**3
 MEMORY_MARGIN = 0.05

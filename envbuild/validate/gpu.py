@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from envbuild.models import Lock, LockTarget
+from envbuild.report.model import StageResult
 from envbuild.validate.decide import result, skipped, version_tuple
-from envbuild.validate.model import StageResult
 from envbuild.validate.smi import SmiGpu, SmiView
 
 MIB = 1024 * 1024

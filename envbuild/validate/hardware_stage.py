@@ -20,8 +20,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from envbuild.boundary import to_data
+from envbuild.report.model import StageResult
 from envbuild.validate.decide import result
-from envbuild.validate.model import StageResult
 from envbuild.validate.proc_table import descendants
 
 if TYPE_CHECKING:

@@ -13,8 +13,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, replace
 
+from envbuild.report.model import StageResult
 from envbuild.validate import decide
-from envbuild.validate.model import StageResult
 from envbuild.validate.run_tree import kill_thread_runs
 from envbuild.validate.stage_context import ProbeFailed, StageContext
 from envbuild.validate.stage_runners import RUNNERS

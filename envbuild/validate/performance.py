@@ -20,8 +20,8 @@ from typing import Any
 
 from envbuild.catalog.perf_rows import VENDORS, Figure, PerfCard, PerformanceFile
 from envbuild.models import Lock
+from envbuild.report.model import StageResult
 from envbuild.validate.decide import result
-from envbuild.validate.model import StageResult
 
 # What slows each figure on a rented machine, in the order worth checking.
 CAUSES: dict[Figure, str] = {

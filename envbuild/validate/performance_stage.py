@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from envbuild.catalog.perf_rows import PerformanceFile, load_performance
+from envbuild.report.model import StageResult
 from envbuild.validate import rendezvous
 from envbuild.validate.hardware_stage import read_live, split_fix
 from envbuild.validate.load_samples import Sampler, UnderLoad, judge_under_load
-from envbuild.validate.model import StageResult
 from envbuild.validate.performance import decide_performance, judge_fleet
 from envbuild.validate.stage_context import StageContext, probe
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from envbuild.validate.redact import redact_tail_text, redact_text
+from envbuild.report.redact import redact_tail_text, redact_text
 from envbuild.validate.run_output import MARKER_LINE_MAX
 from envbuild.validate.run_tree import kill_current as kill_current
 from envbuild.validate.runner import RunResult, run_process

@@ -30,8 +30,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from envbuild.report.folder import atomic_write
 from envbuild.validate.proc_table import proc_stat
-from envbuild.validate.report import atomic_write
 
 RUNNING = "RUNNING.json"
 INCOMPLETE = "INCOMPLETE.json"

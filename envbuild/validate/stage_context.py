@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from envbuild.models import Lock
+from envbuild.report.model import StageResult, Status
 from envbuild.validate import interp
 from envbuild.validate.host import GpuToolFacts, collect_gpu_tools
-from envbuild.validate.model import StageResult, Status
 from envbuild.validate.probe import ProbeResult, run_probe
 from envbuild.validate.rendezvous import FleetSpec
 from envbuild.validate.stages import _SPECS, PERF_BUDGET_S

@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from envbuild.models import CheckSpec
+from envbuild.report.model import StageResult
 from envbuild.resources import cache_dir
 from envbuild.validate import (
     blender,
@@ -27,7 +28,6 @@ from envbuild.validate import (
     interp,
 )
 from envbuild.validate.host import mem_available_bytes
-from envbuild.validate.model import StageResult
 from envbuild.validate.performance_stage import run_performance
 from envbuild.validate.stage_context import ProbeFailed, StageContext, probe, probe_data
 

@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from envbuild.report.redact import redact_tail_text, redact_text
 from envbuild.validate.probe import PROBES_DIR, ProbeResult, probe_path
-from envbuild.validate.redact import redact_tail_text, redact_text
 from envbuild.validate.run_output import StreamBuffer
 from envbuild.validate.run_tree import SPAWN_LOCK, protect, unprotect
 

@@ -29,11 +29,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from envbuild.validate.fleet_group import figures_of, incomplete, node_of
-from envbuild.validate.hardware_report import hardware_summary
-from envbuild.validate.html_report import CSP
-from envbuild.validate.model import Report
-from envbuild.validate.verify import TIMING_MIN_S, device_rows, installed_distributions, load_report
+from envbuild.report.diff import TIMING_MIN_S, device_rows, installed_distributions
+from envbuild.report.fleet_group import figures_of, incomplete, node_of
+from envbuild.report.hardware import hardware_summary
+from envbuild.report.html import CSP
+from envbuild.report.model import Report
+from envbuild.report.verify import load_report
 
 MAD_LIMIT = 3.0
 FLOOR = 0.10

@@ -12,10 +12,10 @@ import json
 import re
 from typing import Any
 
+from envbuild.report.hardware import hardware_section
+from envbuild.report.model import Report
+from envbuild.report.redact import redact_text
 from envbuild.untrusted import markdown, markdown_block, markdown_code
-from envbuild.validate.hardware_report import hardware_section
-from envbuild.validate.model import Report
-from envbuild.validate.redact import redact_text
 
 PYTHON_ON_PATH = "`python` on PATH"  # key_facts' one label with Markdown of its own
 
@@ -64,7 +64,7 @@ def render_markdown(report: Report) -> str:
 
 
 # (fact key, short label, heading) of the packages stage's lists, in reading order; extras never fail.
-_PACKAGE_LISTS = (
+PACKAGE_LISTS = (
     ("missing", "missing", "Missing (locked, not installed)"),
     ("different", "different version", "Different version"),
     ("wrong_variant", "wrong variant", "Wrong variant (the local tag differs)"),
@@ -103,7 +103,7 @@ def packages_section(report: Report) -> list[str]:
         keys = ("differences", "broken", "broken_unlocked")
     lists = [
         (label, title, list(facts.get(key) or []))
-        for key, label, title in _PACKAGE_LISTS
+        for key, label, title in PACKAGE_LISTS
         if key in keys and (key != "broken_unlocked" or facts.get(key))  # counted only when present
     ]
     out = ["", "## Packages", ""]

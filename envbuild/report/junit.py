@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
+from envbuild.report.markdown import check_entries, output_tail
+from envbuild.report.model import Report
 from envbuild.untrusted import terminal
-from envbuild.validate.markdown_report import check_entries, output_tail
-from envbuild.validate.model import Report
 
 
 def _junit_case(

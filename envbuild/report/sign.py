@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envbuild.errors import EXIT_ENGINE, EnvbuildError, ReportError, UsageError
-from envbuild.validate.report import MANIFEST, atomic_write_bytes
+from envbuild.report.folder import MANIFEST, SIGNATURE, atomic_write_bytes
+from envbuild.report.verify import verify_report
 
 NAMESPACE = "envbuild-report"
-SIGNATURE = MANIFEST + ".sig"
 TIMEOUT_S = 60
 
 _GOOD = re.compile(r'^Good "[^"]*" signature for (?P<who>.+) with (?P<key>\S+) key (?P<fp>\S+)\s*$', re.M)
@@ -92,8 +92,6 @@ def _old_openssh(proc: subprocess.CompletedProcess[bytes]) -> bool:
 def sign_report(directory: Path, key: Path) -> Path:
     """Sign ``directory``'s manifest with ``key`` (a private key file, or a public key whose private half
     is in ssh-agent); write :data:`SIGNATURE` beside it (replacing an older one) and return its path."""
-    from envbuild.validate.verify import verify_report
-
     if not directory.is_dir():
         raise UsageError(f"{directory}: not a report directory")
     if not key.is_file():
