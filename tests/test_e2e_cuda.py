@@ -19,8 +19,10 @@ check, each its own test so a failure names what broke:
   interpreter) and the uncompressed entries of the install-role wheels; both printed (``pytest -s``).
 
 Cost, measured on 2 CPUs at load 5-6 (the prints, ``pytest -s``): fetch 28-45 s for 3.0 GB; the build
-1144-1360 s, of which the CUDA probe op's compile 328-517 s (its ``.cu`` includes torch's headers, compiled
-for each of sm_90, sm_100 and compute_100), the venv's install 249 s, ``COPY --from=builder /opt/venv`` 201 s,
+1144-1360 s, of which the CUDA probe op's compile 328-517 s while its ``.cu`` included torch's headers
+(nvcc parsed them for each of sm_90, sm_100 and compute_100; kernel-only since, with the tensor side in
+its ``.cpp``: the objects 193 s -> 38 s at load 1, the ``.cu`` 162 s -> 2 s, bench/probe_op_compile.py),
+the venv's install 249 s, ``COPY --from=builder /opt/venv`` 201 s,
 the sdist 134 s, the two apt layers 125 s, the context 44 s and its wheelhouse ``COPY`` 46 s; validate 23 s.
 One build for every check, no build record (``--no-record``: its ``docker save`` and hashing of a 6 GB
 image cost minutes), ``MAX_JOBS`` as ``envbuild build`` sizes it.  CI starts clean: nothing is cached

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -254,3 +255,20 @@ def test_torch_compile_without_a_compiler_fails_naming_the_key(
     part = _parts(tmp_path / "absent", ops=[], torch_compile=True)["torch_compile"]
     assert part["status"] == "failed" and part["error"].startswith("torch.compile failed:"), part
     assert "validate.torch_compile = true keeps g++" in part["hint"]
+
+
+def test_the_cuda_ops_kernel_file_includes_cudas_runtime_header_only(ops_module: Any) -> None:
+    """nvcc parses the ``.cu`` once per arch: with torch's headers that took 328-517 s in the CUDA lane
+    (tests/test_e2e_cuda.py), kernel-only it takes seconds (bench/probe_op_compile.py).  The tensor side
+    (checks, device guard, torch's current stream, the launch check, the binding) is the host compiler's."""
+    sources = ops_module.op_sources("cuda")
+    kernel, host = sources["cuda_sources"], sources["cpp_sources"]
+    assert re.findall(r"^#include\s*(\S+)", kernel, re.M) == ["<cuda_runtime.h>", "<cstdint>"]
+    assert sources["no_implicit_headers"] is True  # this torch's load_inline adds no <torch/types.h> to it
+    assert "__global__" in kernel and "<<<" in kernel and "torch" not in kernel
+    assert "<<<" not in host and "__global__" not in host
+    for needed in ("c10::cuda::CUDAGuard guard(x.device())", "c10::cuda::getCurrentCUDAStream()"):
+        assert needed in host
+    assert host.index("axpb_launch(xc.") < host.index("C10_CUDA_CHECK(cudaGetLastError());")
+    (declared,) = re.findall(r"^void axpb_launch\([^)]*\);$", host, re.M)  # as the .cu defines it
+    assert declared[:-1] + " {" in kernel
