@@ -60,6 +60,9 @@ class PythonSpec:
     lines: tuple[RequirementLine, ...] = ()  # parsed from packages + requirements, in order
     # distributions allowed to be built from their sdist in the image's builder stage (PEP 503 names)
     build_from_source: tuple[str, ...] = ()
+    # directly named distributions that ``envbuild lock`` may lock more than one minor series behind the
+    # newest release (it refuses that otherwise); PEP 503-normalised
+    allow_old: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,6 +91,13 @@ class ResourcesSpec:
     memory_gib: float | None = None  # host memory the job needs inside its container
     cpus: float | None = None  # CPU cores the job needs inside its container
     network_gbps: float | None = None  # network between lots (Gbit/s): validate --fleet judges it
+
+
+@dataclass(frozen=True, kw_only=True)
+class OrderSpec:
+    """The profile's ``[order]`` table: what the renter orders beyond the cards."""
+
+    hours: float | None = None  # hours the job needs on the rented machine
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -155,6 +165,7 @@ class Profile:
     # [env] allow_names: names of ``env`` that look like secrets and that the user vouches for
     env_allow_names: tuple[str, ...] = ()
     resources: ResourcesSpec = ResourcesSpec()
+    order: OrderSpec = OrderSpec()
     checks: tuple[CheckSpec, ...] = ()
     validate_: ValidateSpec = ValidateSpec()  # the profile's [validate] table
     app: AppSpec = AppSpec()

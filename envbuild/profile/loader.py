@@ -16,6 +16,7 @@ from envbuild.models import (
     BaseSpec,
     BlenderSpec,
     CheckSpec,
+    OrderSpec,
     Origin,
     Profile,
     PythonSpec,
@@ -257,6 +258,7 @@ TABLE_MODELS: dict[str, type[Any]] = {
     "blender": BlenderSpec,
     "system": SystemSpec,
     "resources": ResourcesSpec,
+    "order": OrderSpec,
     "validate": ValidateSpec,
     "app": AppSpec,
 }

@@ -4,8 +4,9 @@ Layers are merged from the farthest ancestor to the profile itself:
 
 * tables merge recursively; scalars override (so every ``[base]`` and ``[accelerator]`` key, and
   ``name``/``kind``/``description``, come from the nearest file that sets them);
-* ``python.packages``, ``python.requirements``, ``torch.packages``, ``system.apt`` and
-  ``validate.extensions`` APPEND: parent entries first, exact duplicates removed (first kept);
+* ``python.packages``, ``python.requirements``, ``python.build_from_source``, ``python.allow_old``,
+  ``torch.packages``, ``system.apt`` and ``validate.extensions`` APPEND (the keys with ``append`` in
+  :data:`~envbuild.profile.keys.TABLES`): parent entries first, exact duplicates removed (first kept);
 * every other list REPLACES (``accelerator.targets``, ``blender.devices``);
 * ``[env]`` merges by key, the child's value winning;
 * ``[[checks]]`` merge by ``name``: a child check replaces the parent's check of the same name in its
