@@ -14,6 +14,7 @@ import pytest
 
 from envbuild.errors import UsageError
 from envbuild.validate import fleet_serve
+from envbuild.validate.fleet_serve import serve
 from envbuild.validate.fleet_token import mac
 from envbuild.validate.fleet_wire import peer_text
 from envbuild.validate.rendezvous import (
@@ -22,7 +23,6 @@ from envbuild.validate.rendezvous import (
     join,
     parse_fleet,
     public_address_warning,
-    serve,
 )
 
 TOKEN = "fleet-token-for-tests-0123456789"

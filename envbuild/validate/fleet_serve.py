@@ -1,4 +1,5 @@
-"""Node 0's side of ``validate --fleet``'s handshake (:func:`envbuild.validate.rendezvous.serve`).
+"""Node 0's side of ``validate --fleet``'s handshake (:func:`serve`; the other lots call
+:func:`envbuild.validate.rendezvous.join`).
 
 - The listener accepts in the caller's thread; each caller is handled in a thread of its own, so that
   an idle or slow caller never holds up a lot that holds the token.  At most :data:`MAX_PENDING`
@@ -26,7 +27,15 @@ from dataclasses import dataclass
 
 from envbuild.validate.fleet_token import is_hex, mac, proofs
 from envbuild.validate.fleet_wire import Lines, WireError, alive, send
-from envbuild.validate.rendezvous import PROTOCOL, READY_S, FleetError, FleetSpec, Group
+from envbuild.validate.rendezvous import (
+    PROTOCOL,
+    READY_S,
+    FleetError,
+    FleetSpec,
+    Group,
+    listen,
+    ports_to_open,
+)
 
 HANDSHAKE_S = 10.0  # a caller's whole exchange, from its connection to its admission
 MAX_PENDING = 64
@@ -238,3 +247,28 @@ def _refuse(conn: socket.socket, reason: str, deadline: float) -> bool:
     with contextlib.suppress(WireError):
         send(conn, {"refused": reason}, deadline)
     return False
+
+
+def serve(spec: FleetSpec, timeout_s: float) -> Group:
+    """Node 0: admit ``nodes - 1`` lots holding the token, send each the start, and return once every one
+    has confirmed it (:class:`Server` holds the listener's side; the other lots
+    :func:`envbuild.validate.rendezvous.join`)."""
+    deadline = time.monotonic() + timeout_s
+    try:
+        listener = listen(spec.host, spec.port)
+    except OSError as exc:
+        raise FleetError(f"--fleet: cannot listen on {spec.address}: {exc.strerror or exc}") from None
+    server = Server(spec, deadline)
+    try:
+        members = server.gather(listener)
+        listener.close()
+        if members is None:
+            missing = server.missing()
+            named = ", ".join(map(str, missing))
+            reason = f"node(s) {named} did not join {spec.address} within {timeout_s:g} s"
+            server.abort(reason)
+            raise FleetError(f"--fleet: {reason}; open {ports_to_open(spec)}")
+        return server.start(members)
+    finally:
+        listener.close()
+        server.close()

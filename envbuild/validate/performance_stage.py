@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from envbuild.catalog.perf_rows import PerformanceFile, load_performance
 from envbuild.report.model import StageResult
-from envbuild.validate import rendezvous
+from envbuild.validate import fleet_serve, rendezvous
 from envbuild.validate.hardware_stage import read_live, split_fix
 from envbuild.validate.load_samples import Sampler, UnderLoad, judge_under_load
 from envbuild.validate.performance import decide_performance, judge_fleet
@@ -76,7 +76,7 @@ def _with_fleet(
         warnings.append(public)
     wait = ctx.timeout("performance") / 2
     try:
-        group = rendezvous.serve(spec, wait) if spec.rank == 0 else rendezvous.join(spec, wait)
+        group = fleet_serve.serve(spec, wait) if spec.rank == 0 else rendezvous.join(spec, wait)
     except rendezvous.FleetError as exc:
         fleet = {**facts, "error": str(exc)}
         hint = f"open {rendezvous.ports_to_open(spec)}, and start every lot with the same --fleet"

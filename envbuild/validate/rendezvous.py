@@ -43,7 +43,7 @@ from envbuild.errors import EnvbuildError, UsageError
 from envbuild.validate.fleet_token import TOKEN_ENV, is_hex, mac, proofs, take_token
 from envbuild.validate.fleet_wire import Lines, WireError, peer_text, send
 
-__all__ = ["TOKEN_ENV", "FleetError", "FleetSpec", "Group", "join", "parse_fleet", "serve"]
+__all__ = ["TOKEN_ENV", "FleetError", "FleetSpec", "Group", "join", "parse_fleet"]
 
 PROTOCOL = 2
 CONNECT_TRY_S = 2.0
@@ -144,32 +144,6 @@ class Group:
 def listen(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     return socket.create_server((host, port), family=family, reuse_port=False)
-
-
-def serve(spec: FleetSpec, timeout_s: float) -> Group:
-    """Node 0: admit ``nodes - 1`` lots holding the token, send each the start, and return once every one
-    has confirmed it (:mod:`envbuild.validate.fleet_serve` holds the listener's side)."""
-    from envbuild.validate.fleet_serve import Server
-
-    deadline = time.monotonic() + timeout_s
-    try:
-        listener = listen(spec.host, spec.port)
-    except OSError as exc:
-        raise FleetError(f"--fleet: cannot listen on {spec.address}: {exc.strerror or exc}") from None
-    server = Server(spec, deadline)
-    try:
-        members = server.gather(listener)
-        listener.close()
-        if members is None:
-            missing = server.missing()
-            named = ", ".join(map(str, missing))
-            reason = f"node(s) {named} did not join {spec.address} within {timeout_s:g} s"
-            server.abort(reason)
-            raise FleetError(f"--fleet: {reason}; open {ports_to_open(spec)}")
-        return server.start(members)
-    finally:
-        listener.close()
-        server.close()
 
 
 def join(spec: FleetSpec, timeout_s: float) -> Group:
