@@ -201,7 +201,7 @@ def test_function_level_imports_are_counted() -> None:
     # lazy imports (inside functions): cli/_report.py imports the report room's modules only when a
     # command runs, and report/html.py the Jinja environment only when it renders
     assert "envbuild.report.sign" in graph["envbuild.cli._report"]
-    assert "envbuild.render.env" in graph["envbuild.report.html"]
+    assert "envbuild.templating" in graph["envbuild.report.html"]
     tree = ast.parse(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import a\nelse:\n    import b\n"
         "def f():\n    import c\n    if TYPE_CHECKING:\n        import d\n"

@@ -19,7 +19,6 @@ from envbuild.models import INPUTS_FILE, CheckResult, Plan
 from envbuild.profile.appdir import collect_app
 from envbuild.render.bundle import Written, app_source, write_bundle
 from envbuild.render.constraints import collect_constraints
-from envbuild.render.env import render_template
 from envbuild.render.inputs import inputs_json, inputs_of
 from envbuild.render.lockfile import lock_json, make_lock
 from envbuild.render.previous import KEEP_DIRS, was_resolved
@@ -27,6 +26,7 @@ from envbuild.render.readme import render_readme
 from envbuild.render.requirements import render_requirements
 from envbuild.render.source_build import PROBE_OPS_SCRIPT, PROBE_OPS_SOURCE
 from envbuild.render.view import dockerfile_view
+from envbuild.templating import render_template
 
 __all__ = [
     "default_out",

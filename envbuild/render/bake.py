@@ -11,10 +11,10 @@ import re
 
 from envbuild import __version__
 from envbuild.models import CheckResult
-from envbuild.render.env import render_template
 from envbuild.render.quote import check_plain
 from envbuild.render.readme import suggested_tag
 from envbuild.render.view import SOURCE_DATE_EPOCH
+from envbuild.templating import render_template
 
 _NAME = re.compile(r"[^a-z0-9_-]+")
 

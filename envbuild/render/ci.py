@@ -8,7 +8,7 @@ and targets) and ``docs/ci.md`` (:data:`DOC_PROFILES` x :data:`DOC_TARGETS`; reg
 
 from __future__ import annotations
 
-from envbuild.render.env import render_template
+from envbuild.templating import render_template
 
 DOC_PROFILES = ("pytorch-cpu", "ubuntu")
 DOC_TARGETS = ("cpu",)

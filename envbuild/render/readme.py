@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from envbuild import __version__
 from envbuild.models import LOCK_PATH_IN_IMAGE, PYTHON_IN_IMAGE, CheckResult, Lock
 from envbuild.render.apt import apt_packages, runtime_packages
-from envbuild.render.env import render_template
 from envbuild.render.quote import md, md_code
 from envbuild.render.view import (
     PREPARATION,
@@ -20,6 +19,7 @@ from envbuild.render.view import (
     order_price_sources,
     order_rows,
 )
+from envbuild.templating import render_template
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 # Findings about this machine, not the bundle: the catalog overlay's path (in the user's home) and age
@@ -53,6 +53,13 @@ class SourceRow:
     setting: str
     source: str
 
+
+# Where the README states a driver floor or CUDA version that depends on a torch not decided yet
+# (W-DRIVER-PROVISIONAL): said in place, not only in the findings table further down.
+PROVISIONAL_MD = (
+    "provisional: torch is not pinned, so `envbuild lock .` derives it from the torch that will be "
+    "installed; order after locking"
+)
 
 _CI_WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
 
@@ -156,6 +163,9 @@ def with_provider_route(readme: str, lock: Lock) -> str | None:
 
 
 def render_readme(result: CheckResult, command: str) -> str:
+    from envbuild.catalog.order import hours_lines, order_lines
+    from envbuild.plan.host_driver import provisional
+
     plan = result.plan
     profile = plan.profile
     where = f"{profile.path}"
@@ -200,6 +210,9 @@ def render_readme(result: CheckResult, command: str) -> str:
         gpus=profile.resources.gpus,
         gpu_memory=f"{profile.resources.gpu_memory_gib:g} GiB" if profile.resources.gpu_memory_gib else "",
         min_driver=plan.min_driver or "",
+        provisional=PROVISIONAL_MD if provisional(result.findings) else "",
+        hours=f"{profile.order.hours:g}" if profile.order.hours is not None else "",
+        hours_lines=tuple(md(h, "order") for h in hours_lines(plan, order_lines(plan))),
         host=order_host(plan),
         rocm_host=plan.backend == "rocm" and "amd" in vendors,
         days=plan.days or 0,

@@ -321,7 +321,7 @@ def stage_cell(lot: Lot, stage: str) -> str:
 def render_html(fleet: Fleet) -> str:
     """The page (templates/report/fleet.html.j2), rendered with envbuild's Jinja environment inside an
     ``{% autoescape true %}`` block: every string from a report is escaped."""
-    from envbuild.render.env import render_template
+    from envbuild.templating import render_template
 
     marks = flagged(fleet)
     rows = []

@@ -7,10 +7,10 @@ generically where other parts of envbuild add to it (a check's records, a stage'
 new key shows up without a change here.
 
 One way to make HTML, as for ``report fleet --html``: templates/report/report.html.j2, rendered with
-envbuild's one Jinja environment (:func:`envbuild.render.env.environment`) inside an
+envbuild's one Jinja environment (:func:`envbuild.templating.environment`) inside an
 ``{% autoescape true %}`` block, so every string from the machine is escaped by Jinja.  This module
 only prepares plain data (strings, numbers, lists and the tagged views of :func:`view`), never markup.
-The page is the template's output as it is (not :func:`~envbuild.render.env.render_template`'s
+The page is the template's output as it is (not :func:`~envbuild.templating.render_template`'s
 normalised text), so a check's output tail keeps its blank lines and trailing spaces.
 
 In reading order: the verdict and the first failure; the stage ladder with durations (an SVG bar
@@ -296,7 +296,7 @@ def blender_section(data: Mapping[str, Any], images: Mapping[str, bytes]) -> dic
 
 def render_html(data: Mapping[str, Any], images: Mapping[str, bytes]) -> str:
     """The page for one run: ``data`` is report.json's content, ``images`` the run's PNGs by name."""
-    from envbuild.render.env import environment
+    from envbuild.templating import environment
 
     verdict = verdict_section(data)
     page = (

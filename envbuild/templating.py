@@ -1,8 +1,13 @@
 """The one Jinja environment every envbuild template is rendered with.
 
 ``StrictUndefined`` turns a misspelt variable into an error instead of an empty string; autoescape
-is off because the outputs are Dockerfiles and Markdown, and every value is quoted in Python (see
-:mod:`envbuild.render.quote`) before it reaches a template.  Templates hold loops and conditions only.
+is off because the bundle's outputs are Dockerfiles and Markdown, and every value is quoted in Python
+(see :mod:`envbuild.render.quote`) before it reaches a template.  The report's HTML pages
+(templates/report/*.html.j2: :mod:`envbuild.report.html`, :mod:`envbuild.report.fleet`) turn it on for
+the whole page with ``{% autoescape true %}``.  Templates hold loops and conditions only.
+
+A module of the base (not of ``render/``), so the report room and the validator that writes report.html
+render with it without loading the bundle renderer.
 
 jinja2 is imported on first use, and compiled templates are kept in envbuild's cache folder
 (``jinja/<key>/`` under :func:`envbuild.resources.cache_dir`), so a cold ``render`` does not compile
