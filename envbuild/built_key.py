@@ -19,6 +19,11 @@ can write the folder can write the record too.  So ``envbuild build`` puts a kep
 context only when the build record of the build that made it (``BUNDLE/build-<tag>.record.json``,
 outside the cache folder) names its sha256 (:func:`envbuild.image.built_cache.verify_built`); this
 script's checks of the name and version are what a plain ``docker build`` of the bundle still gets.
+
+A module of the base (issue 38), not beside the other bundle payload (``validate/probes/_probe_ops.py``,
+copied as ``envbuild-probe-ops.py``): the probes import that one as a sibling in the probe process, and
+this one is imported by ``lock/source_files.py`` (which copies it) and ``image/built_cache.py`` (which
+reads its records), both below ``validate/`` in the layers (docs/architecture.md).
 """
 
 from __future__ import annotations
