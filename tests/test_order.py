@@ -112,7 +112,10 @@ def test_order_names_each_machines_host_and_driver_and_that_lots_are_separate_ma
     assert line["separate_machines"] is True and "over the network, not NVLink" in line["across_lots"]
     human = " ".join(run("check", job).stdout.split())
     assert f"rtx4090: each machine: 64 GiB host memory, 8 CPUs, NVIDIA driver >= {floor}" in human
-    assert "rtx4090: the 2 lots are 2 separate machines; a job across them needs torch.distributed" in human
+    # issue 37: the provider rents lots, not machines: never said as certain
+    assert "rtx4090: the 2 lots may come as 2 separate machines" in human
+    assert "a job across machines needs torch.distributed" in human
+    assert "one server per lot (or a multi-node serving setup)" in human and "separate machines;" not in human
     render = run("render", job, "--out", str(tmp_path / "b"), cwd=tmp_path)
     assert render.returncode == 0, render.stderr
     assert "order: rtx4090: the 2 lots are 2 separate machines" in render.stdout

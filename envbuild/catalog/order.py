@@ -67,6 +67,11 @@ class Total:
 
 
 ACROSS_LOTS = "torch.distributed over the network, not NVLink"
+# Said right where a driver floor (or CUDA version) is stated while it still depends on which torch the
+# resolution installs (W-DRIVER-PROVISIONAL): the plan's floor holds only for the torch it assumed.
+PROVISIONAL = (
+    "provisional: torch is not pinned; run `envbuild lock`, which derives it from the torch installed"
+)
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,7 @@ class OrderLine:
     memory_gib: float | None = None  # resources.memory_gib: host memory each machine must give
     cpus: float | None = None  # resources.cpus: CPU cores each machine must give
     min_driver: str | None = None  # the plan's NVIDIA driver floor (NVIDIA cards only)
+    provisional: bool = False  # the floor depends on a torch the resolution has not decided yet
 
     @property
     def separate_machines(self) -> bool:
@@ -116,6 +122,7 @@ class OrderLine:
             "host_memory_gib": self.memory_gib,
             "host_cpus": self.cpus,
             "min_driver": self.min_driver,
+            "min_driver_provisional": self.provisional and self.min_driver is not None,
             "separate_machines": self.separate_machines,
             "across_lots": ACROSS_LOTS if self.separate_machines else None,
             "prices": [
@@ -141,16 +148,25 @@ class OrderLine:
     def machine(self) -> str | None:
         """What each machine of the order must have beyond its cards: ``h100: each machine: 64 GiB host
         memory, 8 CPUs, NVIDIA driver >= 580.95.05``; None when nothing is declared or derived."""
-        parts = [p for p in (self.host(), self.min_driver and f"NVIDIA driver >= {self.min_driver}") if p]
+        driver = self.min_driver and f"NVIDIA driver >= {self.min_driver}"
+        if driver and self.provisional:
+            driver += f" ({PROVISIONAL})"
+        parts = [p for p in (self.host(), driver) if p]
         return f"{self.card.id}: each machine: {', '.join(parts)}" if parts else None
 
     def across(self) -> str | None:
-        """For more than one lot: ``the 2 lots are 2 separate machines; a job across them needs
-        torch.distributed over the network, not NVLink``."""
+        """For more than one lot: ``the 2 lots may come as 2 separate machines (the provider's terms do not
+        say): a job across machines needs torch.distributed over the network, not NVLink; ...``.
+
+        The provider rents lots, not machines: whether N one-card lots land on one host is not stated, so
+        this is never said as certain (``check --smi`` compares a capture with it: I-HW-LOTS)."""
         if not self.separate_machines:
             return None
         return (
-            f"the {self.lots} lots are {self.lots} separate machines; a job across them needs {ACROSS_LOTS}"
+            f"the {self.lots} lots may come as {self.lots} separate machines (the provider rents lots, and "
+            f"does not say how they are placed): a job across machines needs {ACROSS_LOTS}; serving one "
+            "model across lots is one server per lot (or a multi-node serving setup), and independent jobs "
+            "run one per lot"
         )
 
 
@@ -159,8 +175,9 @@ def durations(plan: Plan) -> tuple[int, ...]:
     return (plan.days,) if plan.days is not None else load_catalog().terms.days
 
 
-def order_lines(plan: Plan) -> tuple[OrderLine, ...]:
-    """One line per GPU target (the cpu pseudo-card is not ordered)."""
+def order_lines(plan: Plan, *, provisional: bool = False) -> tuple[OrderLine, ...]:
+    """One line per GPU target (the cpu pseudo-card is not ordered); ``provisional``: the plan's driver
+    floor still depends on the torch the resolution installs (W-DRIVER-PROVISIONAL)."""
     gpus = plan.profile.resources.gpus
     days = durations(plan)
     lines = []
@@ -181,6 +198,7 @@ def order_lines(plan: Plan) -> tuple[OrderLine, ...]:
                 memory_gib=plan.profile.resources.memory_gib,
                 cpus=plan.profile.resources.cpus,
                 min_driver=plan.min_driver if card.vendor == "nvidia" else None,
+                provisional=provisional,
             )
         )
     return tuple(lines)
@@ -192,17 +210,64 @@ def price_sources(plan: Plan) -> tuple[str, ...]:
     return tuple(sorted({f"{p.source} ({p.date})" for p in used}))
 
 
-def summary_lines(plan: Plan) -> list[str]:
+def summary_lines(plan: Plan, *, provisional: bool = False) -> list[str]:
     """One line per GPU target (lots, cards, total per duration), what each machine must have (host
-    memory and CPUs when declared, the NVIDIA driver floor), that several lots are separate machines,
-    then where the prices come from."""
-    order = order_lines(plan)
+    memory and CPUs when declared, the NVIDIA driver floor, marked when provisional), that several lots
+    may be separate machines, the hours against each duration (``order.hours``), then where the prices
+    come from."""
+    order = order_lines(plan, provisional=provisional)
     lines = [line.summary() for line in order]
     lines += [text for line in order if (text := line.machine())]
     lines += [f"{line.card.id}: {text}" for line in order if (text := line.across())]
+    lines += [f"hours: {text}" for text in hours_lines(plan, order)]
     sources = price_sources(plan)
     if lines:
         lines.append(
             f"prices: {'; '.join(sources)}" if sources else "prices: none known (--prices FILE.toml)"
+        )
+    return lines
+
+
+def _h(value: float) -> str:
+    """``48``, ``1.5``, ``24.7`` (hours, no float noise)."""
+    return f"{round(value, 2):g}"
+
+
+def hours_lines(plan: Plan, order: tuple[OrderLine, ...]) -> list[str]:
+    """The hours the job needs (``[order] hours``, or ``--hours``) against each duration shown: what
+    spare hours a duration leaves, with the order's price for it where a sourced price is known, or by how
+    much it is exceeded and which longer duration to look at.  Never a price per hour: the provider
+    prices durations, and an hourly figure would be invented.
+
+    ``48 hours in a 3-day rental (72 hours) leaves 24 hours unused; h100: 1 x 47.14 USD = 47.14 USD``
+    ``78 hours exceeds 3 days (72 hours) by 6 hours: look at 7 days or a smaller protocol``
+    """
+    hours = plan.profile.order.hours
+    if hours is None or not order:
+        return []
+    rented = sorted(load_catalog().terms.days)
+    lines = []
+    for days in durations(plan):
+        room = 24 * days
+        if hours <= room:
+            spare = room - hours
+            left = f"leaves {_h(spare)} hours unused" if spare > 0 else "uses all of it"
+            prices = "; ".join(
+                f"{line.card.id}: {t.text}" for line in order for t in line.totals if t.days == days
+            )
+            lines.append(
+                f"{_h(hours)} hours in a {days}-day rental ({room} hours) {left}"
+                + (f"; {prices}" if prices else "")
+            )
+            continue
+        longer = [d for d in rented if 24 * d >= hours]
+        look = (
+            f"look at {longer[0]} days or a smaller protocol"
+            if longer
+            else f"no rental holds it ({rented[-1]} days is the longest): split it into runs that each fit "
+            "(checkpoint and resume) or a smaller protocol"
+        )
+        lines.append(
+            f"{_h(hours)} hours exceeds {days} days ({room} hours) by {_h(hours - room)} hours: {look}"
         )
     return lines

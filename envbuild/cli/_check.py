@@ -21,7 +21,7 @@ from envbuild.cli._lock import index_options, links
 from envbuild.cli.app import cli, handle_errors, json_option, verbose_option
 from envbuild.cli.output import envelope, print_findings, print_json
 from envbuild.errors import EXIT_FINDINGS, EXIT_OK
-from envbuild.models import CheckResult, Plan
+from envbuild.models import CheckResult, Plan, Profile
 from envbuild.models.hardware import HardwareFacts
 
 
@@ -31,20 +31,50 @@ def result_json(result: CheckResult, hardware: HardwareFacts | None = None) -> d
     host memory and CPUs each machine must give, the driver floor, whether the lots are separate machines,
     the total per duration).  With ``--smi``, ``hardware`` holds the captures' facts, merged."""
     from envbuild.catalog.order import order_lines
+    from envbuild.plan.host_driver import provisional
 
     plan = to_data(result.plan, exclude={"profile"})
     profile = result.plan.profile
     plan = {
         "profile": {"name": profile.name, "path": profile.path, "sha256": profile.sha256},
         **plan,
-        "order": [line.as_json() for line in order_lines(result.plan)],
+        "order": [
+            line.as_json() for line in order_lines(result.plan, provisional=provisional(result.findings))
+        ],
     }
     extra = {"hardware": to_data(hardware)} if hardware is not None else {}
     return envelope("check", ok=result.ok, findings=result.findings, plan=plan, **extra)
 
 
+def _positive_hours(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """``--hours``: a positive, finite number of hours (click refuses what is not a number)."""
+    import math
+
+    if value is not None and (not math.isfinite(value) or value <= 0):
+        raise click.BadParameter(
+            f"{value:g} is not a positive number of hours; give the hours the job needs, e.g. --hours 48"
+        )
+    return value
+
+
+def with_hours(profile: Profile, hours: float | None) -> Profile:
+    """``profile`` with ``--hours`` in place of its ``[order] hours`` (recorded with the bundle's inputs,
+    so `envbuild lock` writes the same order summary)."""
+    from dataclasses import replace
+
+    return profile if hours is None else replace(profile, order=replace(profile.order, hours=hours))
+
+
 def order_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """``--days N`` and ``--prices FILE.toml`` (check and render)."""
+    """``--days N``, ``--hours N`` and ``--prices FILE.toml`` (check and render)."""
+    func = click.option(
+        "--hours",
+        type=float,
+        metavar="N",
+        callback=_positive_hours,
+        help="Hours the job needs (replaces the profile's [order] hours): the order summary says which "
+        "rental durations fit it, the hours left unused or the overrun, and each one's price where known.",
+    )(func)
     func = click.option(
         "--prices",
         "prices",
@@ -63,8 +93,9 @@ def order_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def order_summary(result: CheckResult) -> list[str]:
     from envbuild.catalog.order import summary_lines
+    from envbuild.plan.host_driver import provisional
 
-    return summary_lines(result.plan)
+    return summary_lines(result.plan, provisional=provisional(result.findings))
 
 
 def _torch_row(plan: Plan) -> str:
@@ -90,14 +121,18 @@ def _base_row(plan: Plan) -> str:
 
 
 def _print_human(result: CheckResult, *, verbose: bool = False, hardware: str | None = None) -> None:
-    """The plan as a two-column grid, then the findings and the verdict (rich: plain text off a terminal)."""
+    """The plan as a two-column grid, then the findings and the verdict (rich: plain text off a terminal).
+    A driver floor and CUDA version that still depend on the torch resolution installs say so in place."""
     from rich.table import Table
     from rich.text import Text
 
+    from envbuild.catalog.order import PROVISIONAL
     from envbuild.cli.output import console
+    from envbuild.plan.host_driver import provisional
 
     out = console()
     plan = result.plan
+    note = f" ({PROVISIONAL})" if provisional(result.findings) else ""
     rows = [
         ("profile", f"{plan.profile.name} ({plan.profile.path})"),
         (
@@ -109,13 +144,13 @@ def _print_human(result: CheckResult, *, verbose: bool = False, hardware: str | 
         ),
         ("base image", _base_row(plan)),
         ("os / python", f"{plan.os_name} / Python {plan.python_version} ({plan.python_provision})"),
-        ("backend", f"{plan.backend} {plan.accelerator_version or ''}".strip()),
+        ("backend", f"{plan.backend} {plan.accelerator_version or ''}".strip() + note),
         ("torch", _torch_row(plan)),
         ("pins", " ".join(p.spec for p in plan.pins) or "-"),
         ("index", " ".join(i.url for i in plan.index_urls)),
         ("arch list", " ".join(plan.torch_arch_list) or "-"),
         ("required archs", " ".join(plan.required_archs) or "-"),
-        ("min driver", plan.min_driver or "-"),
+        ("min driver", f"{plan.min_driver}{note}" if plan.min_driver else "-"),
         ("probe ops", ", ".join(plan.probe_ops) + " (built with the image)" if plan.probe_ops else "-"),
         ("builder", _builder_row(plan)),
         ("compiler in image", _compiler_row(plan)),
@@ -174,6 +209,7 @@ def check_cmd(
     index_urls: tuple[str, ...],
     find_links: tuple[str, ...],
     days: int | None,
+    hours: float | None,
     prices: Path | None,
 ) -> None:
     """Resolve PROFILE (a built-in name or a .toml path) into a plan and check it against the targets."""
@@ -184,7 +220,7 @@ def check_cmd(
 
     if (index_urls or find_links) and not resolve:
         raise UsageError("--index-url and --find-links apply only with --resolve")
-    loaded = load_profile(profile)
+    loaded = with_hours(load_profile(profile), hours)
     captures = None
     if smi:
         from envbuild.hardware.capture_check import read_captures

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from envbuild.cli._check import order_options, order_summary
+from envbuild.cli._check import order_options, order_summary, with_hours
 from envbuild.cli.app import cli, handle_errors, json_option, verbose_option
 from envbuild.cli.output import envelope, print_findings, print_json
 from envbuild.errors import EXIT_FINDINGS
@@ -40,6 +40,7 @@ def regenerate_command(
     bake: bool = False,
     apt_from: str | None = None,
     driver: str | None = None,
+    hours: float | None = None,
 ) -> str:
     """The normalised command line recorded in the bundle (stable across machines for relative paths).
 
@@ -52,6 +53,8 @@ def regenerate_command(
         words += ["--driver", driver]
     if days is not None:
         words += ["--days", str(days)]
+    if hours is not None:
+        words += ["--hours", f"{hours:g}"]
     if prices is not None:
         words += ["--prices", _display_path(str(prices))]
     if apt_from is not None:
@@ -144,6 +147,7 @@ def render_command(
     apt_from: str | None,
     discard_edits: bool,
     days: int | None,
+    hours: float | None,
     prices: Path | None,
     as_json: bool,
     verbose: bool,
@@ -154,7 +158,7 @@ def render_command(
     from envbuild.profile import load_profile
     from envbuild.render import default_out, render_into
 
-    profile = load_profile(profile_ref)
+    profile = with_hours(load_profile(profile_ref), hours)
     checked = check(profile, targets=list(targets) or None, driver=driver)
     result = with_order(checked, days=days, price_file=prices)
     lines: list[str] = []  # what the human output adds to the findings, on stdout
@@ -182,7 +186,7 @@ def render_command(
         click.echo(f"envbuild: error: {message}", err=True)
         sys.exit(EXIT_FINDINGS)
     out_text = out if out is not None else str(default_out(result.plan))
-    command = regenerate_command(profile_ref, targets, force, days, prices, bake, apt_from, driver)
+    command = regenerate_command(profile_ref, targets, force, days, prices, bake, apt_from, driver, hours)
     written = render_into(
         result,
         Path(out_text),

@@ -115,6 +115,9 @@ class Context:
     default_build: bool = False  # pins carry no local tag: the index serves this variant as its default
     uncataloged: str | None = None  # a torch the catalog lacks, served by an index or installed
     strict_torch: bool = True  # an unknown torch.version is a usage error (False: a finding)
+    # An exact ``torch==X`` requirement line read into the plan before resolution (no torch.version):
+    # ``requirements.txt:3: 'torch==2.15.0'``; None otherwise.
+    torch_line: str | None = None
 
     @property
     def backend(self) -> str:
@@ -138,6 +141,8 @@ class Context:
         """``torch.version = "2.7.1"`` (with its origin), or what was installed without one."""
         if self.profile.torch.version is not None:
             return self.setting("torch.version")
+        if self.torch_line is not None:
+            return self.torch_line
         return f"torch {self.patch.version}, chosen without torch.version" if self.patch else "no torch"
 
     @property

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from envbuild.models import Finding
 from envbuild.plan.blender import optix_driver
 from envbuild.plan.context import Context, cite
 from envbuild.plan.findings import Findings
@@ -52,6 +55,8 @@ def check_driver(ctx: Context, out: Findings) -> None:
             if optix == need:
                 why.append(f"Blender OptiX needs {optix}")
         cards = [(c.id, c) for c in ctx.gpu_cards if c.min_driver == need]
+        if _provisional(ctx):
+            why.append("provisional: torch is not pinned, see W-DRIVER-PROVISIONAL")
         out.info(
             "I-DRIVER-UNKNOWN",
             f"no --driver given: order a machine with NVIDIA driver >= {need} ({'; '.join(why)}); "
@@ -127,16 +132,31 @@ def check_rocm_host(ctx: Context, out: Findings) -> None:
     )
 
 
+PROVISIONAL_CODE = "W-DRIVER-PROVISIONAL"
+
+
+def _provisional(ctx: Context) -> bool:
+    """Before resolution, with no torch in the plan (no torch.version, no exact ``torch==X`` line, no
+    default), and requirement lines that may bring one in: the floor is the toolkit's guess."""
+    if ctx.served is not None or ctx.resolved is not None or ctx.patch is not None or ctx.uncataloged:
+        return False
+    return any(line.kind == "requirement" for line in ctx.profile.python.lines)
+
+
+def provisional(findings: Iterable[Finding]) -> bool:
+    """The plan's driver floor and CUDA version still depend on the torch that resolution installs: every
+    place that states them says so (the order summary, check's plan, the bundle README)."""
+    return any(f.code == PROVISIONAL_CODE for f in findings)
+
+
 def note_provisional_driver(ctx: Context, out: Findings) -> None:
     """Before resolution, a driver floor for a plan that does not pin torch is provisional: a bare line or
     a dependency's pin may bring a torch built for a newer CUDA (``check --resolve`` decides)."""
-    if ctx.served is not None or ctx.resolved is not None or ctx.patch is not None or ctx.uncataloged:
-        return
     floor = min_driver(ctx)
-    if floor is None or not any(line.kind == "requirement" for line in ctx.profile.python.lines):
+    if floor is None or not _provisional(ctx):
         return
     out.warning(
-        "W-DRIVER-PROVISIONAL",
+        PROVISIONAL_CODE,
         f"driver >= {floor} is provisional: torch is not declared ([torch] version), so a requirement or a "
         "dependency's pin may install a torch built for a newer CUDA, which needs a newer driver; "
         "`envbuild check --resolve` derives the plan from what will be installed",

@@ -20,7 +20,7 @@ from envbuild.plan.suggest import (
     releases_with,
     unknown_torch,
 )
-from envbuild.plan.versions import version_choices, version_tuple
+from envbuild.plan.versions import applies_on_image, line_requirement, version_choices, version_tuple
 
 
 def _has_image(ctx: Context, wheel: CudaWheel) -> bool:
@@ -65,6 +65,32 @@ def _declares_torch(ctx: Context) -> bool:
         line.kind == "requirement" and line.name and canonicalize_name(line.name) == "torch"
         for line in ctx.profile.python.lines
     )
+
+
+def exact_torch_line(ctx: Context) -> tuple[str, str] | None:
+    """The version and place of the first exact ``torch==X`` requirement line that applies on the image
+    (profile packages or a requirements file): ``("2.15.0", "requirements.txt:3: 'torch==2.15.0'")``.
+
+    A pin is read into the plan before resolution, as a typed ``torch.version`` is: the catalog knows
+    its CUDA build, its driver floor and whether it exists at all.  ``==2.7.*``, ranges and URLs are not
+    exact (the resolver decides them)."""
+    for line in ctx.profile.python.lines:
+        req = line_requirement(line)
+        if req is None or canonicalize_name(req.name) != "torch" or not applies_on_image(req, ctx.python):
+            continue
+        specs = list(req.specifier)
+        if req.url or len(specs) != 1 or specs[0].operator not in ("==", "===") or "*" in specs[0].version:
+            continue
+        try:
+            parsed = Version(specs[0].version)
+        except ValueError:  # packaging's InvalidVersion: not a version the catalog could know
+            return specs[0].version, f"{line.origin}: {line.text!r}"
+        # ==2.15 is 2.15.0 to pip (zero padding), not the series; a local tag is judged against the pin
+        release = ".".join(str(n) for n in (*parsed.release, 0, 0)[: max(3, len(parsed.release))])
+        public = Version(parsed.public)
+        rest = str(public).removeprefix(".".join(map(str, public.release)))
+        return release + rest, f"{line.origin}: {line.text!r}"
+    return None
 
 
 def default_torch(ctx: Context, out: Findings) -> str | None:
@@ -117,6 +143,8 @@ def _resolve_torch(ctx: Context, out: Findings) -> None:
     spec = typed
     if spec is None and ctx.resolved is not None:  # a bare line or a dependency brought torch in
         spec = ctx.resolved.version
+    if spec is None and (pinned := exact_torch_line(ctx)) is not None:  # torch==X in the requirements
+        spec, ctx.torch_line = pinned
     spec = spec or default_torch(ctx, out)
     if spec is None:
         return
@@ -135,6 +163,12 @@ def _resolve_torch(ctx: Context, out: Findings) -> None:
                     else "; `envbuild catalog refresh` adds releases published since this catalog, and "
                     "`envbuild check --resolve` asks the index"
                 )
+            )
+        elif ctx.torch_line is not None:
+            out.error(
+                "E-TORCH-UNKNOWN",
+                f"{unknown_torch(ctx, spec, version)}; `envbuild catalog refresh` adds releases published "
+                "since this catalog, and `envbuild check --resolve` asks the index",
             )
         else:
             out.error("E-TORCH-UNKNOWN", unknown_torch(ctx, spec, version))

@@ -25,7 +25,8 @@ def newest_ga(ctx: Context) -> str:
 
 def unknown_torch(ctx: Context, spec: str, version: str) -> str:
     """Why ``torch.version`` names nothing in the catalog, and what to write instead."""
-    head = ctx.torch_setting() if ctx.profile.torch.version == spec else f"torch {spec}"
+    typed = ctx.profile.torch.version == spec or ctx.torch_line is not None
+    head = ctx.torch_setting() if typed else f"torch {spec}"
     try:
         parsed: Version | None = Version(version)
     except InvalidVersion:

@@ -8,7 +8,68 @@ and targets) and ``docs/ci.md`` (:data:`DOC_PROFILES` x :data:`DOC_TARGETS`; reg
 
 from __future__ import annotations
 
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
 from envbuild.templating import render_template
+
+_CI_WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
+# Docker's reference grammar (distribution/reference): a path component is lowercase alphanumerics
+# joined by one separator ("." , "_", "__" or a run of "-"); a tag is [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}.
+_ALNUM = re.compile(r"[a-z0-9]+")
+_GOOD_SEPARATOR = re.compile(r"[._]|__|-+")
+_TAG_BAD = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def ci_word(value: str) -> str:
+    """A profile ref or target id for the workflow's matrix: a plain word, else a quoted YAML string."""
+    return value if _CI_WORD.match(value) else json.dumps(value).replace("`", "\\u0060")
+
+
+def image_component(name: str) -> str:
+    """``name`` as one path component of a Docker repository: lowercase alphanumerics joined by the
+    separators Docker accepts (``a..b`` -> ``a-b``; leading and trailing separators dropped), or
+    ``envbuild`` when no alphanumeric is left."""
+    text = name.lower()
+    out: list[str] = []
+    pos = 0
+    for match in _ALNUM.finditer(text):
+        if out:
+            sep = text[pos : match.start()]
+            out.append(sep if _GOOD_SEPARATOR.fullmatch(sep) else "-")
+        out.append(match.group())
+        pos = match.end()
+    return "".join(out) or "envbuild"
+
+
+def tag_word(value: str) -> str:
+    """A card id as a Docker tag (``[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}``)."""
+    return _TAG_BAD.sub("-", value).lstrip(".-")[:128] or "target"
+
+
+def workflow_ref(ref: str) -> str:
+    """The profile as the workflow names it, from the checkout's root (the workflow runs in a checkout,
+    never on the machine that rendered the bundle): a built-in name or a relative path as given; an
+    absolute path relative to the git repository holding it, else its file name."""
+    path = Path(ref)
+    if not path.is_absolute():
+        return ref
+    root = next((folder for folder in path.parents if (folder / ".git").exists()), None)
+    return path.relative_to(root).as_posix() if root is not None else path.name
+
+
+@dataclass(frozen=True)
+class CiProfile:
+    ref: str  # the matrix's profile entry (a YAML word or quoted string)
+    image: str  # the image name: one Docker repository path component
+
+
+def ci_profile(ref: str, name: str) -> CiProfile:
+    """The workflow's matrix entry for a profile ``ref`` (as the render command named it) named ``name``."""
+    return CiProfile(ref=ci_word(workflow_ref(ref)), image=image_component(name))
+
 
 DOC_PROFILES = ("pytorch-cpu", "ubuntu")
 DOC_TARGETS = ("cpu",)
@@ -53,16 +114,20 @@ for its own profile and targets. Regenerate this page with
 """
 
 
-def workflow(profiles: tuple[str, ...], targets: tuple[str, ...], *, built_cache: bool = False) -> str:
+def workflow(profiles: tuple[CiProfile, ...], targets: tuple[str, ...], *, built_cache: bool = False) -> str:
     """The workflow; ``built_cache``: with the step that keeps wheels built from source between runs
     (a bundle whose profile has ``[python] build_from_source``, and the docs page)."""
     return render_template(
-        "ci/github-actions.yml.j2", ci_profiles=profiles, ci_targets=targets, ci_built_cache=built_cache
+        "ci/github-actions.yml.j2",
+        ci_profiles=profiles,
+        ci_targets=tuple(ci_word(tag_word(t)) for t in targets),
+        ci_built_cache=built_cache,
     )
 
 
 def doc_page() -> str:
-    return DOC_HEAD + workflow(DOC_PROFILES, DOC_TARGETS, built_cache=True) + "```\n"
+    profiles = tuple(ci_profile(p, p) for p in DOC_PROFILES)
+    return DOC_HEAD + workflow(profiles, DOC_TARGETS, built_cache=True) + "```\n"
 
 
 if __name__ == "__main__":

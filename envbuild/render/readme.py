@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import re
 import shlex
 from dataclasses import dataclass
 
@@ -61,12 +59,12 @@ PROVISIONAL_MD = (
     "installed; order after locking"
 )
 
-_CI_WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
-
 
 def ci_word(value: str) -> str:
     """A profile ref or target id for the workflow's matrix: a plain word, else a quoted YAML string."""
-    return value if _CI_WORD.match(value) else json.dumps(value).replace("`", "\\u0060")
+    from envbuild.render.ci import ci_word as word  # not at import: `python -m envbuild.render.ci`
+
+    return word(value)
 
 
 def suggested_tag(result: CheckResult) -> str:
@@ -165,7 +163,9 @@ def with_provider_route(readme: str, lock: Lock) -> str | None:
 def render_readme(result: CheckResult, command: str) -> str:
     from envbuild.catalog.order import hours_lines, order_lines
     from envbuild.plan.host_driver import provisional
+    from envbuild.render.ci import ci_profile, tag_word
 
+    words = shlex.split(command)
     plan = result.plan
     profile = plan.profile
     where = f"{profile.path}"
@@ -246,7 +246,7 @@ def render_readme(result: CheckResult, command: str) -> str:
         python_in_image=PYTHON_IN_IMAGE,
         checks=tuple(md_code(c.name, "checks") for c in profile.checks),
         provider_route=provider_route(plan.python_version),
-        ci_profiles=(ci_word(shlex.split(command)[2] if len(shlex.split(command)) > 2 else profile.name),),
-        ci_targets=tuple(ci_word(c.id) for c in plan.targets) or ("cpu",),
+        ci_profiles=(ci_profile(words[2] if len(words) > 2 else profile.name, profile.name),),
+        ci_targets=tuple(ci_word(tag_word(c.id)) for c in plan.targets) or ("cpu",),
         ci_built_cache=bool(profile.python.build_from_source),
     )
