@@ -46,3 +46,48 @@ def test_an_amd_capture_is_judged_by_the_same_rules() -> None:
     assert proc.returncode == 1, proc.stderr
     assert proc.stdout.count("E-HW-IDENTITY: ") == 4 and "PCI device id 1002:738c" in proc.stdout
     assert "ECC (ECC counts not reported by rocm-smi)" in proc.stdout
+
+
+def test_one_capture_of_8_gpus_against_8_one_card_lots_is_information_naming_both(tmp_path: Path) -> None:
+    """Issue 37 item 4: the order is 8 lots of h100 (one card each); the capture is one machine with 8.
+    Before: no finding, and the summary said "the 8 lots are 8 separate machines" as if certain."""
+    import subprocess
+    import sys
+
+    profile = tmp_path / "serve8.toml"  # written by hand: 8 GPUs on h100, torch declared
+    profile.write_text(
+        'name = "serve8"\nextends = "pytorch"\n[accelerator]\ntargets = ["h100"]\n[resources]\ngpus = 8\n',
+        encoding="utf-8",
+    )
+    capture = REAL / "nvidia-smi" / "H100SXMx8.txt"
+    proc = subprocess.run(
+        [sys.executable, "-m", "envbuild", "check", str(profile), "--smi", str(capture), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    data = json.loads(proc.stdout)
+    lots = [f for f in data["findings"] if f["code"] == "I-HW-LOTS"]
+    assert len(lots) == 1 and lots[0]["severity"] == "info"
+    message = lots[0]["message"]
+    assert "shows 8 devices in one machine" in message and "the order is 8 lots of h100" in message
+    assert "8 lots come as this one machine or as 8 machines" in message
+    (line,) = data["plan"]["order"]
+    assert line["lots"] == 8 and line["separate_machines"] is True  # the JSON key keeps its meaning
+    human = subprocess.run(
+        [sys.executable, "-m", "envbuild", "check", str(profile), "--smi", str(capture)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+    flat = " ".join(human.split())
+    assert "the 8 lots may come as 8 separate machines (the provider rents lots" in flat
+    assert "are 8 separate machines" not in flat
+    multi = next(f["message"] for f in data["findings"] if f["code"] == "W-MULTI-LOT")
+    assert "DDP/FSDP" in multi and "one server per lot" in multi and "multi-node serving" in multi
+    assert "independent jobs run one per lot" in multi
+
+
+def test_a_capture_no_larger_than_one_lot_says_nothing_about_lots() -> None:
+    proc = check("--smi", str(REAL / "nvidia-smi" / "H100SXMx8.txt"), "--json")
+    assert "I-HW-LOTS" not in {f["code"] for f in json.loads(proc.stdout)["findings"]}  # 1 GPU, 1 lot

@@ -99,6 +99,27 @@ def count(j: Judge) -> None:
         )
 
 
+def lots(j: Judge) -> None:
+    """One capture is one machine.  Against an order of several lots that each hold fewer devices than
+    the capture shows (8 one-card lots, a capture of an 8-card machine), say both: the provider rents
+    lots, and may place them on one machine (as this one) or on several (information, not an error)."""
+    from envbuild.catalog.order import lots_needed
+
+    n = len(j.facts.devices)
+    for card in j.order.targets:
+        per_lot = card.cards_per_lot * card.devices_per_card
+        ordered = lots_needed(j.order.gpus, per_lot)
+        if card.vendor != j.facts.vendor or ordered < 2 or n <= per_lot:
+            continue
+        j.out.info(
+            "I-HW-LOTS",
+            f"{j.where} shows {n} devices in one machine; the order is {ordered} lots of {card.id} "
+            f"({per_lot} device(s) per lot, resources.gpus = {j.order.gpus}): ask the provider whether the "
+            f"{ordered} lots come as this one machine or as {ordered} machines (a job across machines "
+            "needs torch.distributed over the network)",
+        )
+
+
 def memory(j: Judge) -> None:
     """Each device holds the declared per-device need plus the runtime context (the catalog's reserve)."""
     need = j.order.gpu_memory_gib

@@ -279,6 +279,7 @@ def rules() -> tuple[Rule, ...]:
     return (
         fit.identity,
         fit.count,
+        fit.lots,
         fit.memory,
         partitioning,
         ecc,

@@ -128,6 +128,7 @@ CODES: dict[str, str] = {
     "I-COMPANION-DECLARED": "a companion goes with torch by declaration only (its metadata pins no torch)",
     "I-HW-UNJUDGED": "hardware rules the source (a plain nvidia-smi table, an idle card) could not judge",
     "I-DRIVER-IGNORED": "--driver does not apply to the backend",
+    "I-HW-LOTS": "a capture shows more devices in one machine than one lot of the order holds",
     "I-DRIVER-UNKNOWN": "no --driver given: the minimum driver to order",
     "I-HASH-MODE": "a hash-locked input: the bundle installs in hash-checking mode once locked",
     "I-VERSION-INHERITED": "a parent (named) set an accelerator.version of another backend: derived instead",

@@ -139,8 +139,11 @@ def check_memory_and_lots(ctx: Context, out: Findings) -> None:
             out.warning(
                 "W-MULTI-LOT",
                 f"{gpus}: {lots} lots of {card.id} ({card.cards_per_lot} card(s) per lot). "
-                "Several cards do not distribute a program or pool memory automatically: the job must use "
-                "torch.distributed (DDP/FSDP) across them",
+                "Several cards do not distribute a program or pool memory automatically, and lots may be "
+                "separate machines: training across them needs torch.distributed (DDP/FSDP) over the "
+                "network; serving cannot split one model tensor-parallel across lots, so run one server per "
+                "lot (a model that fits one lot) or a multi-node serving setup; independent jobs run one "
+                "per lot",
                 source=cite((card.id, card)),
             )
         idle = lots * per_lot - res.gpus
