@@ -6,9 +6,11 @@ through ``[validate] extensions``.
 
 The sdist (``eb-addop`` 1.0) is hand-written for this test: PKG-INFO 2.2 with a ``pyproject.toml``, so
 the resolver reads its dependencies without building it.  Its package runs its op once on import, so
-the validator's import of it runs the compiled code.  A variant of it whose C++ does not compile
-(an undeclared identifier) makes ``envbuild build`` fail, naming the step, the compiler's first error
-and the full log.
+the validator's import of it runs the compiled code.  A failing source build makes ``envbuild build``
+fail, naming the step, the compiler's first error and the full log: shown on a small image (a ``custom``
+profile without torch, a C extension sdist ``eb-cop`` whose C does not compile), since what names the
+failure (the source-build step, the compiler's error line, the log) does not depend on torch, and a torch
+image's venv would be installed again for it (about 240 s on 2 loaded CPUs).
 """
 
 from __future__ import annotations
@@ -77,10 +79,6 @@ def add_one(x):
 # Run the compiled op once on import: an import that succeeds has run it.
 assert add_one(torch.zeros(3)).tolist() == [1.0, 1.0, 1.0]
 """
-
-
-# The same op with a deliberate compile error (an undeclared identifier), for the failing build.
-BROKEN_CPP = ADDOP_CPP.replace("return x + 1;", "return x + eb_not_declared;")
 
 
 def make_addop(folder: Path, cpp: str = ADDOP_CPP) -> Path:
@@ -280,9 +278,9 @@ def test_the_builder_reuses_a_built_wheel_only_for_the_same_key(tmp_path: Path) 
     assert "does not match its key record" in run("reuse", tmp_path / "fourth", "--cache", str(first))
 
 
-def fetched_addop(tmp_path: Path, cpp: str = ADDOP_CPP) -> Path:
+def fetched_addop(tmp_path: Path) -> Path:
     """The addop bundle rendered, locked and fetched (its wheelhouse holds the sdist)."""
-    make_addop(tmp_path / "index", cpp)
+    make_addop(tmp_path / "index")
     bundle = tmp_path / "bundle"
     with serve_index(tmp_path / "index") as served:
         profile = write_profile(tmp_path / "profile", ["eb-addop"])
@@ -360,18 +358,75 @@ def committed_images(log: str) -> list[str]:
     return ids[::-1]
 
 
+# A C extension without torch, whose C does not compile (an undeclared identifier): the failing build.
+COP_SETUP_PY = """\
+from setuptools import Extension, setup
+
+setup(name="eb-cop", version="1.0", packages=["eb_cop"], ext_modules=[Extension("eb_cop._c", ["csrc/cop.c"])])
+"""
+COP_PYPROJECT = """\
+[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "eb-cop"
+version = "1.0"
+"""
+BROKEN_COP_C = """\
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+static PyObject *add_one(PyObject *self, PyObject *x) { return PyNumber_Add(x, eb_not_declared); }
+static PyMethodDef methods[] = {{"add_one", add_one, METH_O, "x + 1"}, {NULL, NULL, 0, NULL}};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_c", NULL, -1, methods};
+PyMODINIT_FUNC PyInit__c(void) { return PyModule_Create(&module); }
+"""
+
+
+def fetched_broken_cop(tmp_path: Path) -> Path:
+    """A ``custom`` profile on the local Debian 12 base building ``eb-cop`` from source (plus ``six``, a
+    wheel, so the venv's install installs something), rendered, locked against pypi.org and the loopback
+    index, and fetched."""
+    make_sdist(
+        tmp_path / "index",
+        "eb-cop",
+        "1.0",
+        setup_py=COP_SETUP_PY,
+        pyproject=COP_PYPROJECT,
+        files={"csrc/cop.c": BROKEN_COP_C, "MANIFEST.in": "graft csrc\n"},
+        metadata_version="2.2",
+    )
+    profile = tmp_path / "profile" / "profile.toml"
+    profile.parent.mkdir(parents=True)
+    profile.write_text(
+        f'name = "cop"\nkind = "custom"\n[base]\nos = "debian12"\nimage = "{BASE_IMAGE}"\n'
+        '[python]\nversion = "3.11"\npackages = ["eb-cop==1.0", "six"]\nbuild_from_source = ["eb-cop"]\n',
+        encoding="utf-8",
+    )
+    bundle = tmp_path / "bundle"
+    with serve_index(tmp_path / "index") as served:
+        for args in (
+            ("render", profile, "--out", bundle),
+            ("lock", bundle, "--index-url", "https://pypi.org/simple", "--index-url", f"{served}/simple/"),
+            ("fetch", bundle, "--no-tools"),
+        ):
+            proc = envbuild(*args)
+            assert proc.returncode == 0, f"{args[0]}: {proc.stdout}{proc.stderr}"
+    assert (bundle / "wheelhouse" / "eb_cop-1.0.tar.gz").is_file()
+    assert lock_of(bundle)["build_from_source"] == ["eb-cop"]
+    return bundle
+
+
 @pytest.mark.docker
 @pytest.mark.slow
-# After the build above, in its group: the layers before `COPY wheelhouse/` come from the engine's cache;
-# the venv's install and the steps after it run again (the wheelhouse holds this variant's sdist).
-@pytest.mark.xdist_group("source-build")
 def test_a_failing_source_build_names_the_step_the_compiler_error_and_the_log(
     docker_client: Any, tmp_path: Path
 ) -> None:
-    """The same bundle with an undeclared identifier in the op's C++: `envbuild build` exits 1 naming
-    the source-build step, the compiler's first error (file:line:col) and the full log."""
-    bundle = fetched_addop(tmp_path, BROKEN_CPP)
-    with temporary_tag(docker_client, "addop-broken") as tag:
+    """A source build whose C does not compile (an undeclared identifier): `envbuild build` exits 1
+    naming the source-build step, the compiler's first error (file:line:col) and the full log."""
+    bundle = fetched_broken_cop(tmp_path)
+    with temporary_tag(docker_client, "cop-broken") as tag:
         try:
             proc = envbuild("build", bundle, "--tag", tag, "--base-image", BASE_IMAGE, "--quiet")
         finally:
@@ -387,7 +442,7 @@ def test_a_failing_source_build_names_the_step_the_compiler_error_and_the_log(
     step = re.search(r"^envbuild: error: build failed at step \d+/\d+: (RUN export MAX_JOBS=.*)$", err, re.M)
     assert step, err
     assert "envbuild-source-build.py reuse" in step.group(1) and "pip wheel" in step.group(1), step.group(1)
-    first = re.search(r"^first compiler error: (\S*csrc/addop\.cpp:\d+:\d+: error: .*)$", err, re.M)
+    first = re.search(r"^first compiler error: (\S*csrc/cop\.c:\d+:\d+: error: .*)$", err, re.M)
     assert first and "eb_not_declared" in first.group(1), err
     full = re.search(r"^full log: (.+)$", err, re.M)
     assert full and Path(full.group(1)).is_file(), err
