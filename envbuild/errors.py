@@ -49,14 +49,26 @@ class Issue:
         return f"{where}: {self.message}"
 
 
+@dataclass(frozen=True)
+class Pending:
+    """A value of a profile that failed to load whose check needs the catalog, which the loader does not
+    read (an ``accelerator.targets`` entry, ``torch.version``): checked where the error is reported
+    (:func:`envbuild.profile.places.catalog_issues`), so that its problem comes out with the others."""
+
+    file: str
+    key: str  # "accelerator.targets[0]", "torch.version"
+    value: str
+
+
 class ProfileError(EnvbuildError):
     """A profile (or a file it refers to) is invalid.  Carries every issue found, not just the first."""
 
     exit_code = EXIT_USAGE
     code = "E-PROFILE"
 
-    def __init__(self, issues: Sequence[Issue]) -> None:
+    def __init__(self, issues: Sequence[Issue], *, pending: Sequence[Pending] = ()) -> None:
         self.issues = tuple(issues)
+        self.pending = tuple(pending)
         lines = [f"invalid profile ({len(self.issues)} problem{'s' if len(self.issues) != 1 else ''}):"]
         lines += [f"  - {issue}" for issue in self.issues]
         super().__init__("\n".join(lines))

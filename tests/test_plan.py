@@ -9,7 +9,7 @@ import pytest
 from packaging.requirements import Requirement
 
 from envbuild.catalog import CardEntry, load_catalog
-from envbuild.errors import UsageError
+from envbuild.errors import ProfileError, UsageError
 from envbuild.models import RequirementLine
 from envbuild.plan import check
 from envbuild.plan.context import Context
@@ -237,10 +237,12 @@ def test_markers_on_the_image(text: str, python: str, applies: bool) -> None:
     assert applies_on_image(Requirement(text), python) is applies
 
 
-def test_unknown_torch_is_a_usage_error_suggesting_newest_ga() -> None:
-    with pytest.raises(UsageError) as err:
+def test_unknown_torch_is_a_profile_error_suggesting_newest_ga() -> None:
+    with pytest.raises(ProfileError) as err:
         check(profile(torch="1.13.1"))
-    assert "torch.version" in str(err.value) and "2.14.1" in str(err.value)  # the newest confirmed release
+    (issue,) = err.value.issues  # issue 37: the file and key of the profile, E-PROFILE
+    assert (issue.file, issue.key) == ("test.toml", "torch.version")
+    assert "2.14.1" in str(err.value)  # the newest confirmed release
     assert "envbuild catalog refresh" in str(err.value)
     # Before an index is asked (check --resolve's first pass) it is a finding, and no pin is made.
     result = check(profile(torch="1.13.1"), strict_torch=False)
@@ -287,7 +289,7 @@ def test_require_hashes_option_counts() -> None:
 
 
 def test_unknown_target_in_profile_names_the_key() -> None:
-    with pytest.raises(UsageError, match=r"test.toml: accelerator.targets: unknown target 'a100'"):
+    with pytest.raises(ProfileError, match=r"test.toml: accelerator.targets\[0\]: unknown target 'a100'"):
         check(profile(targets=("a100",)))
     with pytest.raises(UsageError, match=r"^--target: unknown target"):
         check(profile(), targets=["a100"])

@@ -3,6 +3,7 @@ its file and key, and all of a profile's problems come out at once."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -83,3 +84,64 @@ def test_bad_order_hours_on_the_command_line_exits_with_the_profile_code(tmp_pat
     assert result.exit_code == EXIT_USAGE and result.exception is None
     assert f"{path}: order.hours: must be > 0" in result.stderr
     assert "Traceback" not in result.output
+
+
+# --- every profile problem names its file and key, all at once ------------------------------------
+
+BAD_TARGET = (
+    "accelerator.targets[0]: unknown target 'h1000' (did you mean 'h100' or 'h200'?); valid targets: "
+)
+BAD_TORCH = "torch.version: '2.99.0' is not a release envbuild knows (series "
+
+
+def test_a_typo_an_unknown_target_and_an_unknown_torch_come_out_together(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path, '[accelerator]\ntargets = ["h1000"]\n[torch]\nversion = "2.99.0"\nverison = "2"\n'
+    )
+    result = invoke(["check", str(path)])
+    assert result.exit_code == EXIT_USAGE and result.exception is None
+    head, typo, target, torch = result.stderr.splitlines()
+    assert head == "envbuild: error: invalid profile (3 problems):"
+    assert (
+        typo
+        == f"  - {path}: torch.verison: unknown key (did you mean 'version'?); valid keys: packages, version"
+    )
+    assert target.startswith(f"  - {path}: {BAD_TARGET}") and "h100, h100-pcie" in target
+    assert torch.startswith(f"  - {path}: {BAD_TORCH}") and "such as 2.14.1" in torch
+    result = invoke(["render", str(path), "--json", "--out", str(tmp_path / "bundle")])  # every command
+    findings = json.loads(result.stdout)["findings"]
+    assert [(f["code"], f["key"]) for f in findings] == [
+        ("E-PROFILE", "torch.verison"),
+        ("E-PROFILE", "accelerator.targets[0]"),
+        ("E-PROFILE", "torch.version"),
+    ]
+
+
+def test_check_reports_an_unknown_target_and_torch_of_a_clean_profile_together(tmp_path: Path) -> None:
+    path = _write(tmp_path, '[accelerator]\ntargets = ["h1000", "b200"]\n[torch]\nversion = "2.99.0"\n')
+    result = invoke(["check", str(path), "--json"])
+    assert result.exit_code == EXIT_USAGE and result.exception is None
+    findings = json.loads(result.stdout)["findings"]
+    assert [(f["code"], f["file"], f["key"]) for f in findings] == [
+        ("E-PROFILE", str(path), "accelerator.targets[0]"),
+        ("E-PROFILE", str(path), "torch.version"),
+    ]
+    plain = invoke(["check", str(path)])
+    assert plain.exit_code == EXIT_USAGE
+    assert f"  - {path}: {BAD_TARGET}" in plain.stderr and f"  - {path}: {BAD_TORCH}" in plain.stderr
+
+
+def test_an_inherited_unknown_torch_names_the_parent_file(tmp_path: Path) -> None:
+    _write(tmp_path, '[torch]\nversion = "2.99.0"\n', "base.toml")
+    child = _write(tmp_path, 'extends = "base.toml"\n[accelerator]\ntargets = ["h100"]\n')
+    result = invoke(["check", str(child)])
+    assert result.exit_code == EXIT_USAGE
+    assert f"  - {tmp_path / 'base.toml'}: {BAD_TORCH}" in result.stderr
+
+
+def test_a_target_given_on_the_command_line_stays_a_usage_error(tmp_path: Path) -> None:
+    path = _write(tmp_path, '[accelerator]\ntargets = ["h1000"]\n')
+    result = invoke(["check", str(path), "--target", "h999", "--json"])
+    assert result.exit_code == EXIT_USAGE
+    (finding,) = json.loads(result.stdout)["findings"]
+    assert finding["code"] == "E-USAGE" and finding["message"].startswith("--target: unknown target 'h999'")

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import click
 
 from envbuild import __version__
-from envbuild.errors import EnvbuildError
+from envbuild.errors import EnvbuildError, ProfileError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -29,7 +29,8 @@ def handle_errors(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
-        except EnvbuildError as exc:
+        except EnvbuildError as caught:
+            exc = _with_pending(caught)
             if kwargs.get("as_json"):
                 from envbuild.cli.output import envelope, error_findings, print_json
 
@@ -45,6 +46,21 @@ def handle_errors(func: F) -> F:
             sys.exit(130)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _with_pending(exc: EnvbuildError) -> EnvbuildError:
+    """A :class:`ProfileError` with its values that need the catalog judged and their problems added
+    (:mod:`envbuild.profile.places`): every problem of a profile in one report."""
+    if not isinstance(exc, ProfileError) or not exc.pending:
+        return exc
+    from envbuild.catalog import load_catalog
+    from envbuild.profile.places import catalog_issues
+
+    try:
+        found = catalog_issues(load_catalog(), exc.pending)
+    except EnvbuildError:  # a catalog that cannot be read: report what the profile's files show
+        return exc
+    return ProfileError([*exc.issues, *found]) if found else exc
 
 
 def json_option(help: str) -> Callable[[F], F]:

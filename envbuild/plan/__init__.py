@@ -1,8 +1,10 @@
 """The planner: resolve a profile + target cards into a :class:`Plan` and check it.
 
 ``check(profile, targets=None, driver=None)`` never touches the network, torch or docker; it reads
-the sourced catalog (``envbuild.catalog``) and returns every finding at once.  Unknown target ids and
-malformed ``--driver`` values are usage errors (:class:`envbuild.errors.UsageError`).
+the sourced catalog (``envbuild.catalog``) and returns every finding at once.  Unknown ``--target`` ids
+and malformed ``--driver`` values are usage errors (:class:`envbuild.errors.UsageError`); the
+profile's unknown targets and unknown ``torch.version`` are one :class:`envbuild.errors.ProfileError`
+naming each file and key (:mod:`envbuild.profile.places`).
 
 Decisions (documented here, tested in tests/test_plan_*.py and tests/test_compat_review.py):
 
@@ -41,7 +43,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from envbuild.catalog import Catalog, load_catalog
-from envbuild.errors import CatalogError, UsageError, choices
+from envbuild.errors import CatalogError, ProfileError, UsageError
 from envbuild.models import CheckResult, Plan, Profile
 from envbuild.plan import (
     abi,
@@ -54,6 +56,7 @@ from envbuild.plan import (
     resolve,
     toolkit,
 )
+from envbuild.plan.after_resolution import is_version
 from envbuild.plan.blender import check_blender
 from envbuild.plan.builder_image import builder_stage, torch_planned
 from envbuild.plan.context import Context, setting
@@ -61,6 +64,7 @@ from envbuild.plan.findings import Findings
 from envbuild.plan.resolved import ResolvedTorch, ServedTorch
 from envbuild.plan.runtime_pins import check_nvidia_pins
 from envbuild.plan.versions import validate_driver
+from envbuild.profile.places import REFRESH_HINT, catalog_issues, pending_of, unknown_target
 
 __all__ = ["check"]
 
@@ -95,6 +99,29 @@ def _without_foreign_version(profile: Profile, catalog: Catalog, out: Findings) 
     return replace(profile, accelerator=replace(acc, version=None))
 
 
+def _raise_profile_issues(
+    profile: Profile,
+    catalog: Catalog,
+    cli_targets: bool,
+    strict_torch: bool,
+    served: ServedTorch | None,
+    resolved: ResolvedTorch | None,
+) -> None:
+    """The profile's unknown targets and unknown ``torch.version``, with their file and key, as one
+    :class:`ProfileError` (:mod:`envbuild.profile.places`).  A ``torch.version`` is unknown here only
+    where :func:`envbuild.plan.resolve.resolve_torch` would refuse it (``strict_torch``, before an index
+    is asked and before resolution)."""
+    torch = profile.torch.version if strict_torch and resolved is None else None
+    version = (torch or "").partition("+")[0]
+    if torch is not None and served is not None and is_version(version) and served.serves(version):
+        torch = None  # the index serves it: planned from the index (after_resolution.uncataloged)
+    hint = f"no index asked serves it either ({served.describe()})" if served is not None else REFRESH_HINT
+    values = pending_of(profile, targets=not cli_targets, torch=torch is not None)
+    found = catalog_issues(catalog, values, hint=hint)
+    if found:
+        raise ProfileError(found)
+
+
 def check(
     profile: Profile,
     targets: Sequence[str] | None = None,
@@ -117,16 +144,9 @@ def check(
         validate_driver(driver)
     ids = _targets(profile, targets)
     unknown = [i for i in ids if catalog.card(i) is None]
-    if unknown:
-        where = "--target" if targets else f"{profile.path}: accelerator.targets"
-        import difflib  # on a miss only
-
-        close = difflib.get_close_matches(unknown[0], catalog.card_ids(), n=2, cutoff=0.6)
-        hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
-        raise UsageError(
-            f"{where}: unknown target {unknown[0]!r}{hint}; valid targets: {choices(catalog.card_ids())} "
-            "(see `envbuild targets`)"
-        )
+    if unknown and targets:
+        raise UsageError(f"--target: {unknown_target(catalog, unknown[0])}")
+    _raise_profile_issues(profile, catalog, bool(targets), strict_torch, served, resolved)
     cards = [c for i in ids if (c := catalog.card(i)) is not None]
     if not cards and profile.accelerator.backend == "cpu":
         cpu = catalog.card("cpu")

@@ -3,7 +3,8 @@
 ``load_profile(ref)`` takes a built-in name (``pytorch``) or a path to a ``.toml`` file.  It reads the
 profile and its ``extends`` chain, checks each file *whole* (every problem is collected, with its file
 and key path, and raised together as one :class:`~envbuild.errors.ProfileError`), merges the layers
-(semantics in :mod:`envbuild.profile.merge`), parses ``python.packages`` and the requirement files
+(semantics in :mod:`envbuild.profile.merge`; an unknown target or ``torch.version`` joins the problems
+raised, see :mod:`envbuild.profile.places`), parses ``python.packages`` and the requirement files
 (:mod:`envbuild.profile.requirements`), and records provenance and a sha256 over every byte read.
 
 Paths and references:

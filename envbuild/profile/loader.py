@@ -31,6 +31,7 @@ from envbuild.profile.appdir import collect_app
 from envbuild.profile.fields import did_you_mean, line_break, secret_value_problems
 from envbuild.profile.merge import Merged, merge
 from envbuild.profile.paths import Place, PlaceError, builtin_place, root_place
+from envbuild.profile.places import clipped, pending_of_document
 from envbuild.profile.schema import CHECK, TABLES, Spec, allowed_env_names, check_document
 from envbuild.resources import profiles_dir
 
@@ -218,7 +219,7 @@ def load_profile(ref: str | os.PathLike[str]) -> Profile:
     load = _Load()
     layers = load.chain(place, ident)
     if not layers:
-        raise ProfileError(_clipped(load.issues))
+        raise ProfileError(clipped(load.issues))
     ordered = list(reversed(layers))
     refs = _rebase_requirements(ordered, builtin)
     origins = [f"extends:{layer.ident}" for layer in ordered[:-1]] + [f"profile:{ident}"]
@@ -229,8 +230,9 @@ def load_profile(ref: str | os.PathLike[str]) -> Profile:
             load.issues.append(Issue(root.place.display, key, "is required (in the profile or a parent)"))
     lines = _requirement_lines(merged, refs, load, ordered[-1])
     app = _app_source(merged, ordered, load)
-    if load.issues:
-        raise ProfileError(_clipped(load.issues))
+    if load.issues:  # with what only the catalog can judge, checked where it is reported (places.py)
+        found = pending_of_document(merged.data, lambda key: ordered[merged.owner.get(key, -1)].place.display)
+        raise ProfileError(clipped(load.issues), pending=found)
     data = dict(merged.data)
     data.setdefault("python", {})["lines"] = lines
     if app is not None:
@@ -309,19 +311,6 @@ def _origins(merged: Merged, layers: list[_Layer]) -> dict[str, Origin]:
     for key, owners in merged.item_owner.items():
         found |= {f"{key}[{i}]": origin(index) for i, index in enumerate(owners)}
     return dict(sorted(found.items()))
-
-
-MAX_MESSAGE = 800
-MAX_KEY = 200
-
-
-def _clipped(issues: list[Issue]) -> list[Issue]:
-    """Issues short enough to print: a hostile multi-megabyte value must not flood the terminal."""
-
-    def clip(text: str, limit: int) -> str:
-        return text if len(text) <= limit else f"{text[: limit - 40]}... ({len(text)} characters in all)"
-
-    return [Issue(i.file, clip(i.key, MAX_KEY), clip(i.message, MAX_MESSAGE)) for i in issues]
 
 
 _Ref = tuple[_Layer, str, int]  # declaring layer, path as written, index in that layer's list
