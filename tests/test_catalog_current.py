@@ -205,5 +205,6 @@ def test_torch_named_in_requirements_gets_no_default(tmp_path: Path) -> None:
         'version = "3.12"', 'version = "3.12"\npackages = ["torch==2.7.1"]'
     )
     result = _check(tmp_path, text)
-    assert "W-TORCH-UNDECLARED" in _codes(result) and "I-TORCH-DEFAULT" not in _codes(result)
-    assert result.plan.torch_version is None
+    assert "I-TORCH-DEFAULT" not in _codes(result)
+    # issue 37: the exact pin is the plan's torch before resolution (no default, no W-TORCH-UNDECLARED)
+    assert "W-TORCH-UNDECLARED" not in _codes(result) and result.plan.torch_version == "2.7.1"

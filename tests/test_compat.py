@@ -231,10 +231,19 @@ CASES: list[tuple[str, dict[str, Any], str | None, set[str], set[str], bool]] = 
     ),
     (
         "user-torch-undeclared",
+        {"torch": None, "lines": (req("torch>=2.7", "torch"),)},
+        None,
+        {"W-TORCH-UNDECLARED", "W-DRIVER-PROVISIONAL"},
+        set(),
+        True,
+    ),
+    # issue 37: an exact pin is read into the plan before resolution, as torch.version is
+    (
+        "user-torch-exact-pin",
         {"torch": None, "lines": (req("torch==2.7.1", "torch"),)},
         None,
-        {"W-TORCH-UNDECLARED"},
-        set(),
+        {"I-REQ-SUPERSEDED"},
+        {"W-TORCH-UNDECLARED", "W-DRIVER-PROVISIONAL"},
         True,
     ),
     # direct wheel URLs vs the image's Python/platform
