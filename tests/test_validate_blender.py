@@ -26,10 +26,10 @@ from typing import Any
 import pytest
 
 from envbuild.models import Lock
+from envbuild.models.hardware import DeviceFacts, HardwareFacts
 from envbuild.report.verify import verify_report
 from envbuild.validate import blender, run_validation
 from envbuild.validate.host import GpuToolFacts
-from envbuild.validate.smi import SmiGpu, SmiView
 
 DATA = Path(__file__).parent / "data" / "blender"
 RECORDED = json.loads((DATA / "probe-bpy-4.5.15-cpu-only.json").read_text())
@@ -64,9 +64,12 @@ def with_cuda_device(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def nvidia_tools(*names: str) -> GpuToolFacts:
-    """Hand-written: what nvidia-smi's parsed view would hold on a machine with these cards."""
-    gpus = tuple(SmiGpu(index=i, name=n) for i, n in enumerate(names))
-    return GpuToolFacts(views=[SmiView(tool="nvidia-smi", driver_version="570.86.15", gpus=gpus)])
+    """Hand-written: what nvidia-smi's reading would hold on a machine with these cards."""
+    devices = tuple(DeviceFacts(index=i, name=n) for i, n in enumerate(names))
+    reading = HardwareFacts(
+        source="nvidia-smi --query-gpu", vendor="nvidia", driver_version="570.86.15", devices=devices
+    )
+    return GpuToolFacts(readings=[reading])
 
 
 # ---- the verdict -------------------------------------------------------------------------------------
@@ -120,7 +123,11 @@ def test_a_build_without_the_backend() -> None:
 
 def test_hip_on_an_instinct_seen_by_rocm_smi() -> None:
     tools = GpuToolFacts(
-        views=[SmiView(tool="rocm-smi", gpus=(SmiGpu(index=0, name="AMD Instinct MI300X"),))]
+        readings=[
+            HardwareFacts(
+                source="rocm-smi", vendor="amd", devices=(DeviceFacts(index=0, name="AMD Instinct MI300X"),)
+            )
+        ]
     )
     res = blender.decide_blender(blender_lock(("HIP",)), RECORDED, tools)
     assert res.error == (

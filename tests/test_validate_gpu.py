@@ -11,8 +11,11 @@ from pathlib import Path
 import pytest
 from validate_support import gpu_lock, smi_text, torch_fixture
 
+from envbuild.hardware.amd import parse_amd_smi, parse_rocm_smi
+from envbuild.hardware.nvidia_query import parse_query_gpu
+from envbuild.hardware.nvidia_xml import parse_nvidia_xml
+from envbuild.models.hardware import HardwareFacts
 from envbuild.validate.gpu import arch_covered, decide_accelerator, decide_devices
-from envbuild.validate.smi import parse_amd_smi_static, parse_nvidia_smi_xml, parse_rocm_smi_json
 
 CU128 = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"]
 
@@ -36,8 +39,8 @@ def test_arch_coverage_rules(arch: str, arch_list: list[str], expected: str | No
     assert arch_covered(arch, arch_list) == expected
 
 
-def _nvidia(name: str):  # type: ignore[no-untyped-def]
-    return parse_nvidia_smi_xml(smi_text(name))
+def _nvidia(name: str) -> HardwareFacts:
+    return parse_nvidia_xml(smi_text(name), "nvidia-smi -q -x")
 
 
 def test_h100_passes_accelerator_and_devices() -> None:
@@ -118,7 +121,7 @@ def test_smi_restricted_by_cuda_visible_devices_is_not_a_disagreement() -> None:
 def test_driver_below_the_toolkit_minimum() -> None:
     lock = gpu_lock("cuda", ["h100"])
     xml = smi_text("nvidia-smi-q-x-h100.xml").replace("570.124.06", "550.54.15")
-    view = parse_nvidia_smi_xml(xml)
+    view = parse_nvidia_xml(xml, "nvidia-smi -q -x")
     res = decide_accelerator(
         lock, torch_fixture("h100-torch2.7.1-cu128.json")["accelerator"], view.driver_version, "nvidia-smi"
     )
@@ -184,13 +187,13 @@ def test_wrong_variant_on_gpu_lock() -> None:
 def test_mi300x_passes_with_amd_tools() -> None:
     lock = gpu_lock("rocm", ["mi300x"])
     facts = torch_fixture("mi300x-torch2.7.1-rocm6.3.json")
-    amd = parse_amd_smi_static(smi_text("amd-smi-static-mi300x.json"))
+    amd = parse_amd_smi(smi_text("amd-smi-static-mi300x.json"), "amd-smi static --json")
     acc = decide_accelerator(lock, facts["accelerator"], amd.driver_version, "amd-smi")
     assert acc.status == "passed", acc.error
     res = decide_devices(lock, facts["devices"], [amd])
     assert res.status == "passed", res.error
     assert res.facts["devices"][0]["arch"] == "gfx942"
-    rocm = parse_rocm_smi_json(smi_text("rocm-smi-showproductname-mi300x.json"))
+    rocm = parse_rocm_smi(smi_text("rocm-smi-showproductname-mi300x.json"), "rocm-smi --json")
     assert decide_devices(lock, facts["devices"], [rocm]).status == "passed"
 
 
@@ -213,17 +216,26 @@ def test_cpu_lock_skips_devices_and_accepts_a_visible_gpu() -> None:
     assert wrong.error == "torch is a CUDA 12.8 build; the lock declares the cpu variant"
 
 
-def test_smi_csv_view_with_arch_agrees_and_catches_a_mismatch() -> None:
-    from envbuild.validate.smi import parse_nvidia_smi_csv
-
+def test_smi_csv_reading_with_arch_agrees_and_catches_a_mismatch() -> None:
     lock = gpu_lock("cuda", ["h100"], gpus=1)
     facts = torch_fixture("h100-torch2.7.1-cu128.json")["devices"]
-    csv_view = parse_nvidia_smi_csv(smi_text("nvidia-smi-query-gpu-h100x2.csv"))
-    one = replace(csv_view, gpus=csv_view.gpus[:1])
+    csv_reading = parse_query_gpu(smi_text("nvidia-smi-query-gpu-h100x2.csv"), "nvidia-smi --query-gpu")
+    one = replace(csv_reading, devices=csv_reading.devices[:1])
     assert decide_devices(lock, facts, [one]).status == "passed"
-    wrong = replace(one, gpus=(replace(one.gpus[0], arch="sm_80"),))
+    wrong = replace(one, devices=(replace(one.devices[0], arch="sm_80"),))
     res = decide_devices(lock, facts, [wrong])
     assert "device 0: torch arch sm_90, nvidia-smi arch sm_80" in (res.error or "")
+
+
+def test_the_first_reading_of_the_locks_vendor_is_compared() -> None:
+    """An AMD reading on a CUDA machine is not compared; the CSV reading (first) is, before the XML."""
+    lock = gpu_lock("cuda", ["h100"], gpus=1)
+    facts = torch_fixture("h100-torch2.7.1-cu128.json")["devices"]
+    amd = parse_amd_smi(smi_text("amd-smi-static-mi300x.json"), "amd-smi static --json")
+    assert decide_devices(lock, facts, [amd]).facts["smi_agreement"] == "not checked: no vendor tool answered"
+    csv_reading = parse_query_gpu(smi_text("nvidia-smi-query-gpu-h100x2.csv"), "nvidia-smi --query-gpu")
+    res = decide_devices(lock, facts, [amd, csv_reading, _nvidia("nvidia-smi-q-x-h100.xml")])
+    assert res.facts["smi_agreement"] == "nvidia-smi lists 2 GPU(s), torch sees 1"
 
 
 def test_an_mi250x_is_two_devices_of_64_gib(tmp_path: Path) -> None:

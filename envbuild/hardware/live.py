@@ -5,14 +5,12 @@ queries (the driver version, the device count, each device's handle), else ``nvi
 device's facts: :mod:`envbuild.hardware.nvml_device`.  AMD: ``amd-smi static --json``, else
 ``rocm-smi --json`` (the ``amdsmi`` Python library is not read: its CLI prints the same facts as JSON,
 which the capture parsers already read).  Each returns None when the vendor's interface is absent; no
-GPU is not an error.
+GPU is not an error.  The tools run through :func:`envbuild.hardware.tools.run_tool`.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
-import shutil
-import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -23,22 +21,10 @@ from envbuild.hardware.amd import parse_amd_smi, parse_rocm_smi
 from envbuild.hardware.merge import merge
 from envbuild.hardware.nvidia_xml import parse_nvidia_xml
 from envbuild.hardware.nvml_device import Nvml, binding_errors, nvml_errors, read_device
+from envbuild.hardware.tools import run_tool
 from envbuild.models.hardware import HardwareFacts, Provenance
 
-__all__ = ["amd_facts", "nvidia_facts", "nvml_errors", "nvml_facts", "nvml_session", "run_tool"]
-
-TOOL_TIMEOUT_S = 30.0
-
-
-def run_tool(argv: list[str]) -> str | None:
-    """The tool's standard output, or None when it is absent, fails or hangs."""
-    if shutil.which(argv[0]) is None:
-        return None
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, check=False)
-    except (subprocess.TimeoutExpired, OSError):
-        return None
-    return proc.stdout if proc.returncode == 0 else None
+__all__ = ["amd_facts", "nvidia_facts", "nvml_errors", "nvml_facts", "nvml_session"]
 
 
 @contextmanager
@@ -129,11 +115,13 @@ def nvml_facts() -> HardwareFacts | None:
 
 
 def _from_tool(argv: list[str], parse: Callable[[str, str | None], HardwareFacts]) -> HardwareFacts | None:
-    out = run_tool(argv)
-    if out is None:
+    """The tool's facts (:func:`envbuild.hardware.tools.run_tool`); None when it is absent, fails, hangs
+    or prints what its parser cannot read."""
+    ran = run_tool(argv)
+    if ran.output is None:
         return None
     try:
-        return parse(out, " ".join(argv))
+        return parse(ran.output, ran.command)
     except CaptureError:
         return None
 

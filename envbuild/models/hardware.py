@@ -17,8 +17,11 @@ from typing import Literal
 NOT_APPLICABLE = "N/A"
 
 HardwareVendor = Literal["nvidia", "amd"]
-# Where the facts came from.  "nvidia-smi table" is the plain `nvidia-smi` screen marketplaces show.
-FactSource = Literal["nvml", "nvidia-smi -q -x", "nvidia-smi table", "amdsmi", "amd-smi", "rocm-smi"]
+# Where the facts came from.  "nvidia-smi table" is the plain `nvidia-smi` screen marketplaces show;
+# "nvidia-smi --query-gpu" its CSV query (the identity and the compute capability, read by the validator).
+FactSource = Literal[
+    "nvml", "nvidia-smi -q -x", "nvidia-smi table", "nvidia-smi --query-gpu", "amdsmi", "amd-smi", "rocm-smi"
+]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -124,18 +124,18 @@ def temp_dir() -> Path:
 def _nvidia_gpus(tools: GpuToolFacts | None) -> list[str]:
     if tools is None:
         return []
-    for view in tools.views:
-        if view.tool == "nvidia-smi" and view.gpus:
-            return [g.name for g in view.gpus]
+    for reading in tools.readings:
+        if reading.vendor == "nvidia" and reading.devices:
+            return [d.name for d in reading.devices]
     return ["an NVIDIA GPU"] * (tools.nvml_device_count or 0)
 
 
 def _amd_gpus(tools: GpuToolFacts | None) -> list[str]:
     if tools is None:
         return []
-    for view in tools.views:
-        if view.tool in ("amd-smi", "rocm-smi") and view.gpus:
-            return [g.name for g in view.gpus]
+    for reading in tools.readings:
+        if reading.vendor == "amd" and reading.devices:
+            return [d.name for d in reading.devices]
     return []
 
 

@@ -1,4 +1,5 @@
-"""Pure decisions for the accelerator and devices stages, over torch facts and vendor-tool views.
+"""Pure decisions for the accelerator and devices stages, over torch facts and the vendor tools' readings
+(:class:`HardwareFacts`, :mod:`envbuild.validate.host`).
 
 Arch rule (compat-facts §2a): an ``sm_XY`` cubin runs on compute capability X.Z with Z >= Y (same
 major only); a PTX entry (``compute_XY`` in ``torch.cuda.get_arch_list()``) JIT-compiles for any
@@ -11,10 +12,11 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from envbuild.hardware.tools import tool_name
 from envbuild.models import Lock, LockTarget
+from envbuild.models.hardware import DeviceFacts, HardwareFacts
 from envbuild.report.model import StageResult
 from envbuild.validate.decide import result, skipped, version_tuple
-from envbuild.validate.smi import SmiGpu, SmiView
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -199,33 +201,38 @@ def _norm_uuid(text: str | None) -> str | None:
     return text.lower().removeprefix("gpu-") if text else None
 
 
-def smi_disagreements(devices: Sequence[dict[str, Any]], view: SmiView, restricted: bool) -> list[str]:
+def smi_disagreements(
+    devices: Sequence[dict[str, Any]], reading: HardwareFacts, restricted: bool
+) -> list[str]:
     out: list[str] = []
-    if (len(view.gpus) != len(devices)) and not (restricted and len(devices) < len(view.gpus)):
-        out.append(f"{view.tool} lists {len(view.gpus)} GPU(s), torch sees {len(devices)}")
+    tool, listed = tool_name(reading.source), reading.devices
+    if (len(listed) != len(devices)) and not (restricted and len(devices) < len(listed)):
+        out.append(f"{tool} lists {len(listed)} GPU(s), torch sees {len(devices)}")
         return out
-    by_uuid = {_norm_uuid(g.uuid): g for g in view.gpus if g.uuid}
+    by_uuid = {_norm_uuid(d.uuid): d for d in listed if d.uuid}
     for n, dev in enumerate(devices):
-        smi: SmiGpu | None = by_uuid.get(_norm_uuid(dev.get("uuid")))
+        smi: DeviceFacts | None = by_uuid.get(_norm_uuid(dev.get("uuid")))
         if smi is None:
             if restricted:
                 continue
-            smi = view.gpus[n]
+            smi = listed[n]
         tname, sname = str(dev.get("name", "")).lower(), smi.name.lower()
         if tname and sname and tname not in sname and sname not in tname:
-            out.append(f"device {n}: torch name {dev.get('name')!r}, {view.tool} name {smi.name!r}")
-        if smi.memory_mib and dev.get("total_memory"):
+            out.append(f"device {n}: torch name {dev.get('name')!r}, {tool} name {smi.name!r}")
+        if smi.memory_total_mib and dev.get("total_memory"):
             tmib = float(dev["total_memory"]) / MIB
-            if abs(tmib - smi.memory_mib) > 0.02 * smi.memory_mib:
-                out.append(f"device {n}: torch memory {tmib:.0f} MiB, {view.tool} {smi.memory_mib:.0f} MiB")
+            if abs(tmib - smi.memory_total_mib) > 0.02 * smi.memory_total_mib:
+                out.append(f"device {n}: torch memory {tmib:.0f} MiB, {tool} {smi.memory_total_mib:.0f} MiB")
         if smi.arch and smi.arch != device_arch(dev):
-            out.append(f"device {n}: torch arch {device_arch(dev)}, {view.tool} arch {smi.arch}")
+            out.append(f"device {n}: torch arch {device_arch(dev)}, {tool} arch {smi.arch}")
     return out
 
 
 def decide_devices(
-    lock: Lock, facts: dict[str, Any], views: Sequence[SmiView], restricted: bool = False
+    lock: Lock, facts: dict[str, Any], readings: Sequence[HardwareFacts], restricted: bool = False
 ) -> StageResult:
+    """``readings``: the vendor tools' (:class:`envbuild.validate.host.GpuToolFacts`); the first of the
+    lock's vendor is compared with what torch sees."""
     if lock.backend == "cpu":
         return skipped("devices", "cpu lock: no accelerator devices to check")
     devices: list[dict[str, Any]] = list(facts.get("devices", []))
@@ -268,13 +275,13 @@ def decide_devices(
                 "cards" if target.devices_per_card == 1 else f"devices ({target.devices_per_card} per card)"
             )
             problems.append(f"{n} {target.name} visible; a lot has {target.devices_per_lot} {unit}")
-    vendor_tools = ("nvidia-smi",) if lock.backend == "cuda" else ("amd-smi", "rocm-smi")
-    view = next((v for v in views if v.tool in vendor_tools), None)
-    agreement = "not checked: no vendor tool answered" if view is None else "agrees"
-    if view is not None:
-        disagree = smi_disagreements(devices, view, restricted)
+    vendor = "nvidia" if lock.backend == "cuda" else "amd"
+    reading = next((r for r in readings if r.vendor == vendor), None)
+    agreement = "not checked: no vendor tool answered" if reading is None else "agrees"
+    if reading is not None:
+        disagree = smi_disagreements(devices, reading, restricted)
         problems += disagree
-        agreement = "; ".join(disagree) or f"agrees with {view.tool}"
+        agreement = "; ".join(disagree) or f"agrees with {tool_name(reading.source)}"
     facts_out = {"count": len(devices), "arch_list": arch_list, "devices": rows, "smi_agreement": agreement}
     if not problems:
         return result("devices", **facts_out)

@@ -1,51 +1,44 @@
 """Facts gathered by the validator itself (not in the interpreter under test): the vendor tools'
 outputs, the NVIDIA driver through NVML (nvidia-ml-py), host memory.  Each raw output is kept
 for the report's raw-facts files.
+
+The tools run through :func:`envbuild.hardware.tools.run_tool` and are read by the parsers of
+:mod:`envbuild.hardware` into :class:`HardwareFacts` (one reading per tool that answered), which the
+accelerator, devices and Blender stages read directly.
 """
 
 from __future__ import annotations
 
 import os
 import platform
-import shutil
-import subprocess
 from dataclasses import dataclass, field
 
+from envbuild.errors import CaptureError
+from envbuild.hardware.amd import parse_amd_smi, parse_rocm_smi
 from envbuild.hardware.live import nvml_errors, nvml_session
-from envbuild.validate.smi import (
-    SmiParseError,
-    SmiView,
-    parse_amd_smi_static,
-    parse_nvidia_smi_csv,
-    parse_nvidia_smi_xml,
-    parse_rocm_smi_json,
-)
+from envbuild.hardware.nvidia_query import QUERY, parse_query_gpu
+from envbuild.hardware.nvidia_xml import parse_nvidia_xml
+from envbuild.hardware.parse_guard import Parser
+from envbuild.hardware.tools import run_tool
+from envbuild.models.hardware import HardwareFacts
 
-TOOL_TIMEOUT_S = 30.0
+# What the validator asks, in order, with the raw file each output is kept as.  The CSV first: it
+# carries the compute capability the XML lacks, so the devices stage compares torch's arch with it.
+TOOLS: tuple[tuple[tuple[str, ...], str, Parser], ...] = (
+    (QUERY, "nvidia-smi-query.csv", parse_query_gpu),
+    (("nvidia-smi", "-q", "-x"), "nvidia-smi.xml", parse_nvidia_xml),
+    (("amd-smi", "static", "--json"), "amd-smi.json", parse_amd_smi),
+    (("rocm-smi", "--showproductname", "--showdriverversion", "--json"), "rocm-smi.json", parse_rocm_smi),
+)
 
 
 @dataclass
 class GpuToolFacts:
-    views: list[SmiView] = field(default_factory=list)
+    readings: list[HardwareFacts] = field(default_factory=list)  # one per tool that answered, in TOOLS order
     raw: dict[str, str] = field(default_factory=dict)  # report file name -> tool output
-    errors: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # a tool that failed, hung, or printed unreadable output
     nvml_driver: str | None = None
     nvml_device_count: int | None = None
-
-
-def _run_tool(argv: list[str]) -> tuple[str | None, str | None]:
-    if shutil.which(argv[0]) is None:
-        return None, None
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, check=False)
-    except subprocess.TimeoutExpired:
-        return None, f"{' '.join(argv)} did not answer within {TOOL_TIMEOUT_S:g} s"
-    except OSError as exc:
-        return None, f"{' '.join(argv)}: {exc.strerror or exc}"
-    if proc.returncode != 0:
-        msg = (proc.stdout + proc.stderr).strip().splitlines()
-        return None, f"{' '.join(argv)} exited {proc.returncode}: {msg[-1] if msg else ''}"
-    return proc.stdout, None
 
 
 def nvml_driver() -> tuple[str | None, int | None]:
@@ -66,30 +59,19 @@ def nvml_driver() -> tuple[str | None, int | None]:
 def collect_gpu_tools() -> GpuToolFacts:
     facts = GpuToolFacts()
     facts.nvml_driver, facts.nvml_device_count = nvml_driver()
-    plain, _ = _run_tool(["nvidia-smi"])
-    if plain is not None:
-        facts.raw["nvidia-smi.txt"] = plain
-    query = "--query-gpu=index,name,uuid,driver_version,memory.total,compute_cap,pci.bus_id"
-    specs = [  # the CSV first: it carries the compute capability the XML lacks
-        (["nvidia-smi", query, "--format=csv"], "nvidia-smi-query.csv", parse_nvidia_smi_csv),
-        (["nvidia-smi", "-q", "-x"], "nvidia-smi.xml", parse_nvidia_smi_xml),
-        (["amd-smi", "static", "--json"], "amd-smi.json", parse_amd_smi_static),
-        (
-            ["rocm-smi", "--showproductname", "--showdriverversion", "--json"],
-            "rocm-smi.json",
-            parse_rocm_smi_json,
-        ),
-    ]
-    for argv, filename, parser in specs:
-        out, err = _run_tool(argv)
-        if err:
-            facts.errors.append(err)
-        if out is None:
+    plain = run_tool(["nvidia-smi"])
+    if plain.output is not None:
+        facts.raw["nvidia-smi.txt"] = plain.output
+    for argv, filename, parse in TOOLS:
+        ran = run_tool(argv)
+        if ran.error:
+            facts.errors.append(ran.error)
+        if ran.output is None:
             continue
-        facts.raw[filename] = out
+        facts.raw[filename] = ran.output
         try:
-            facts.views.append(parser(out))
-        except SmiParseError as exc:
+            facts.readings.append(parse(ran.output, ran.command))
+        except CaptureError as exc:
             facts.errors.append(str(exc))
     return facts
 

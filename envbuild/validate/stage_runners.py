@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from envbuild.hardware.tools import tool_name
 from envbuild.models import CheckSpec
 from envbuild.report.model import StageResult
 from envbuild.resources import cache_dir
@@ -61,10 +62,10 @@ def _packages(ctx: StageContext) -> StageResult:
 def _accelerator(ctx: StageContext) -> StageResult:
     if ctx.lock.torch_version is None:
         tools = ctx.gpu_tools()
-        count = tools.nvml_device_count or max((len(v.gpus) for v in tools.views), default=0)
-        view = next((v for v in tools.views if v.driver_version), None)
-        driver = tools.nvml_driver or (view.driver_version if view else None)
-        source = "NVML" if tools.nvml_driver else (view.tool if view else None)
+        count = tools.nvml_device_count or max((len(r.devices) for r in tools.readings), default=0)
+        reading = next((r for r in tools.readings if r.driver_version), None)
+        driver = tools.nvml_driver or (reading.driver_version if reading else None)
+        source = "NVML" if tools.nvml_driver else (tool_name(reading.source) if reading else None)
         return gpu.decide_accelerator_without_torch(ctx.lock, count, driver, source)
     data = probe(ctx, "accelerator", "accelerator", {}, warm=True)
     ctx.device_count = int(data.get("device_count") or 0)
@@ -75,8 +76,8 @@ def _accelerator(ctx: StageContext) -> StageResult:
     tools = ctx.gpu_tools()
     driver, source = tools.nvml_driver, "NVML" if tools.nvml_driver else None
     if driver is None:
-        view = next((v for v in tools.views if v.driver_version), None)
-        driver, source = (view.driver_version, view.tool) if view else (None, None)
+        reading = next((r for r in tools.readings if r.driver_version), None)
+        driver, source = (reading.driver_version, tool_name(reading.source)) if reading else (None, None)
     res = gpu.decide_accelerator(ctx.lock, data, driver, source)
     if tools.errors:
         res = replace(res, facts={**res.facts, "tool_errors": tools.errors})
@@ -90,7 +91,7 @@ def _devices(ctx: StageContext) -> StageResult:
     if ctx.lock.torch_version is None:
         return hardware_stage.hardware_only(ctx.lock, hw)
     data = probe(ctx, "devices", "devices", {}, warm=True)
-    res = gpu.decide_devices(ctx.lock, data, ctx.gpu_tools().views, ctx.restricted)
+    res = gpu.decide_devices(ctx.lock, data, ctx.gpu_tools().readings, ctx.restricted)
     return hardware_stage.with_hardware(res, hw)
 
 
