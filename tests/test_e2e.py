@@ -10,12 +10,14 @@ removed afterwards.
    including the C++ op built with the image (no compiler in it) and the checkpoint round trip.
 2. A derived image with another sympy (a dependency of torch, inside torch's ``sympy>=1.13.3``)
    fails at ``packages``, naming sympy, both versions and that torch required it.
-3. The ``ubuntu`` preparation on the local base (see ``test_ubuntu_preparation_on_the_local_base``).
+3. The ``ubuntu`` preparation on the local base: tests/test_container_docker.py
+   (``test_ubuntu_preparation_on_the_local_base``, on the container tests' image).
 4. container-structure-test with tests/structure/pytorch-cpu.yaml, plus a scan of every layer of
    ``docker save`` for wheel files.
-5. Secrets (in 3., no extra build): the ``--ca-cert`` CA (not kept) and secrets planted in the
-   environment of ``build`` and ``validate`` appear in no layer, config blob or history entry of the
-   image, in no report file and in no output; the same scan finds the lock's bytes and a RUN line.
+5. Secrets (in 3., no extra build; its helpers are here): the ``--ca-cert`` CA (not kept) and secrets
+   planted in the environment of ``build`` and ``validate`` appear in no layer, config blob or history
+   entry of the image, in no report file and in no output; the same scan finds the lock's bytes and a
+   RUN line.
 """
 
 from __future__ import annotations
@@ -36,13 +38,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from build_support import envbuild, make_ca, ok, only_run, temporary_tag
+from build_support import envbuild, ok, only_run, temporary_tag
 
 from envbuild.image.refs import slug
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 # The tests of the pytorch-cpu image (and the image derived from it) run in one xdist worker, which
-# builds it once (tests/conftest.py); the ubuntu one is on its own.
+# builds it once (tests/conftest.py).
 pytorch_cpu_image = pytest.mark.xdist_group("pytorch-cpu")
 
 REPO = Path(__file__).resolve().parent.parent
@@ -186,75 +188,6 @@ def test_drifted_package_fails_at_packages(drifted: str, pytorch_cpu: Built, tmp
     assert "torch 2" not in error and "numpy" not in error  # exactly that package, nothing else
     status = {s["stage"]: s["status"] for s in report["stages"]}
     assert status["interpreter"] == status["os"] == "passed" and status["packages"] == "failed"
-
-
-def test_ubuntu_preparation_on_the_local_base(docker_client: Any, tmp_path: Path) -> None:
-    """The ``ubuntu`` preparation, built on the local Debian 12 base (no registry here).
-
-    ``ubuntu`` declares Ubuntu 24.04 with its Python 3.12: overriding only the base image would
-    install packages that Debian 12 does not have (python3.12) and, were it built, the ``os`` stage
-    would rightly fail.  What validates honestly is the same preparation re-declared for the base
-    actually used: a profile that extends ``ubuntu`` and sets ``[base] os = "debian12"``,
-    ``image = "envbuild/debian:12"`` and Debian's Python 3.11; everything else (apt tools, no torch)
-    comes from ``ubuntu``.  Every stage then passes or is not applicable.
-    """
-    profile = tmp_path / "ubuntu-on-debian.toml"
-    profile.write_text(
-        'name = "ubuntu-on-debian"\nkind = "ubuntu"\nextends = "ubuntu"\n'
-        'description = "The ubuntu preparation on the local Debian 12 base"\n\n'
-        f'[base]\nos = "debian12"\nimage = "{BASE_IMAGE}"\n\n[python]\nversion = "3.11"\n'
-    )
-    cache = tmp_path / "cache"
-    ca, _ = make_ca(tmp_path)
-    planted = planted_env()
-    with temporary_tag(docker_client, "ubuntu-on-debian") as tag:
-        # A profile ref: rendered into the cache, its wheelhouse fetched, then built, in one command.
-        # No --base-image: the profile's own [base] image.  An extra CA, as behind TLS interception.
-        built = envbuild(
-            "build",
-            profile,
-            "--tag",
-            tag,
-            "--quiet",
-            "--ca-cert",
-            ca,
-            env={"XDG_CACHE_HOME": str(cache), **planted},
-        )
-        assert built.returncode == 0, built.stderr
-        (bundle,) = (cache / "envbuild" / "bundles").iterdir()
-        lock = json.loads((bundle / "envbuild.lock.json").read_text())
-        assert lock["base_image"] == BASE_IMAGE and {"git", "curl", "tmux"} <= set(lock["apt"])
-        assert (bundle / "tools" / "SHA256SUMS").is_file() and (bundle / f"build-{slug(tag)}.log").is_file()
-        out = tmp_path / "runs"
-        proc = envbuild("validate", "--image", tag, "--out", out, env=planted)
-        assert proc.returncode == 0, proc.stderr
-        run, report = only_run(out)
-        status = {s["stage"]: s["status"] for s in report["stages"]}
-        assert status["interpreter"] == status["os"] == status["packages"] == "passed"
-        assert set(status.values()) <= {"passed", "skipped"}
-        tools = docker_client.containers.run(tag, ["bash", "-c", "git --version && tmux -V"], remove=True)
-        assert b"git version" in tools and b"tmux" in tools
-        # The CA trusted apt and pip in the build stages only (no --keep-ca-cert): not in the final
-        # image's trust store, nor in any layer, config blob or history entry; not in the bundle.
-        ca_line = ca.read_text().splitlines()[1]  # 64 characters of the certificate's own base64
-        bundle_pem = docker_client.containers.run(
-            tag, ["cat", "/etc/ssl/certs/ca-certificates.crt"], remove=True
-        )
-        assert bundle_pem.count(b"-----BEGIN CERTIFICATE-----") > 100  # Debian's roots, read whole
-        assert ca_line.encode() not in bundle_pem
-        assert not list((bundle / "certs").glob("*.crt"))
-        needles = [ca_line, *planted.values()]
-        assert needles_in_image(docker_client, tag, needles) == []
-        # ... and the scan does find what is there: the lock's bytes in a layer, a RUN line in history.
-        lock_head = (bundle / "envbuild.lock.json").read_text()[:300]
-        control = needles_in_image(docker_client, tag, [lock_head, "useradd --no-log-init"])
-        assert any(h.endswith("etc/envbuild/envbuild.lock.json") for h in control), control
-        assert any(h.startswith("history ") for h in control), control
-        for path in sorted(p for p in run.rglob("*") if p.is_file()):
-            text = path.read_text(encoding="utf-8", errors="replace")
-            assert not [n for n in needles if n in text], path
-        outputs = built.stdout + built.stderr + proc.stdout + proc.stderr
-        assert not [n for n in needles if n in outputs]
 
 
 @pytorch_cpu_image
