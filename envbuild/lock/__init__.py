@@ -104,7 +104,9 @@ def lock_bundle(
             result.plan,
             changed,
         )
-    new_lock = make_lock(result.plan, constraint_files=lock.constraint_files)
+    new_lock = make_lock(
+        result.plan, constraint_files=lock.constraint_files, torch_origin=replanned.torch_origin
+    )
     if (lock.blender_version, lock.blender_source) == (new_lock.blender_version, new_lock.blender_source):
         new_lock = replace(new_lock, blender_sha256=lock.blender_sha256)  # recorded by a fetch: kept
     written = write_locked(bundle, new_lock, replanned.resolved, extra=_bundle_files(result, inputs))

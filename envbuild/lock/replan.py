@@ -23,6 +23,7 @@ from pathlib import Path
 from envbuild.lock.resolve import Resolved, resolve, sources_for
 from envbuild.lock.served import served_torch
 from envbuild.lock.target import Target
+from envbuild.lock.torch_default import defaulted, relaxed_lock, yielded_finding, yielded_origin
 from envbuild.models import CheckResult, Finding, Plan
 from envbuild.plan.resolved import ResolvedTorch, ServedTorch, torch_from
 from envbuild.render.lockfile import declared_lines, make_lock
@@ -43,6 +44,8 @@ class Replanned:
     torch: ResolvedTorch | None  # the torch the resolved set installs
 
     forced: bool = False  # the plan's errors before resolution were accepted (render --force)
+    # where the torch pin came from, when the plan alone cannot say (the default torch yielded)
+    torch_origin: str | None = None
 
     @property
     def changes(self) -> list[str]:
@@ -66,7 +69,8 @@ class Replanned:
 def _resolver_input(plan: Plan) -> tuple[object, ...]:
     """What the resolution depends on: the declared lines, the indexes, and whether the builder stage's CUDA
     compiler is locked too (its release follows the resolved set, not the plan)."""
-    return (declared_lines(plan), plan.index_urls, plan.builder_toolkit is not None)
+    lines = tuple((line.kind, line.text) for line in declared_lines(plan))  # not their provenance
+    return (lines, plan.index_urls, plan.builder_toolkit is not None)
 
 
 def _builder(plan: Plan) -> str:
@@ -137,13 +141,26 @@ def resolve_and_replan(
     if blocked(current):
         return Replanned(before, _with(current, ()), None, served, None, forced)
 
+    origin: str | None = None
+    yielded: list[Finding] = []
+
     def run(plan: Plan) -> Resolved:
-        lock = make_lock(plan, constraint_files=constraint_files)
+        lock = make_lock(plan, constraint_files=constraint_files, torch_origin=origin)
         return resolve(
             lock, bundle=bundle, index_urls=index_urls, find_links=find_links, toolkit=plan.builder_toolkit
         )
 
     resolved = run(current.plan)
+    default = current.plan.torch_version
+    if not resolved.ok and default is not None and defaulted(current):
+        # the default torch is a preference: let the resolver choose within the catalog's releases
+        lock = relaxed_lock(make_lock(current.plan, constraint_files=constraint_files), current.plan)
+        wide = resolve(lock, bundle=bundle, index_urls=index_urls, find_links=find_links)
+        chosen = torch_from(wide.distributions) if wide.ok else None
+        if chosen is not None and chosen.version != default:
+            yielded.append(yielded_finding(default, chosen, resolved.findings))
+            origin = yielded_origin(default, chosen)
+            resolved = wide
     if not resolved.ok:
         return Replanned(before, _with(current, resolved.findings), resolved, served, None, forced)
     torch = torch_from(resolved.distributions)
@@ -161,10 +178,11 @@ def resolve_and_replan(
                         f"to {moved.describe() if moved else 'no torch'}; pin torch in the profile"
                     ),
                 )
-                return Replanned(before, _with(derived, [unstable]), again, served, torch, forced)
+                return Replanned(before, _with(derived, [unstable]), again, served, torch, forced, origin)
             resolved = again
         current = derived
-    extra = list(resolved.findings)
+    extra = [*yielded, *_served_not_unconfirmed(current, resolved)]
+    extra += resolved.findings
     changes = plan_changes(before.plan, current.plan)
     if changes:
         extra.append(
@@ -192,4 +210,30 @@ def resolve_and_replan(
                 ),
             )
         )
-    return Replanned(before, _with(current, extra), resolved, served, torch, forced)
+    result = CheckResult(
+        plan=current.plan,
+        findings=tuple(f for f in current.findings if not (f.code == "W-TORCH-UNCONFIRMED" and resolved.ok)),
+    )
+    return Replanned(before, _with(result, extra), resolved, served, torch, forced, origin)
+
+
+def _served_not_unconfirmed(result: CheckResult, resolved: Resolved) -> list[Finding]:
+    """W-TORCH-UNCONFIRMED says the catalog has not confirmed which wheels exist for the planned torch;
+    once the resolution has locked its wheel, say where it came from instead (and never name an index
+    that the lock did not use)."""
+    if not resolved.ok or not any(f.code == "W-TORCH-UNCONFIRMED" for f in result.findings):
+        return []
+    dist = next((d for d in resolved.distributions if d.name == "torch" and d.in_image), None)
+    if dist is None or not dist.files:
+        return []
+    return [
+        Finding(
+            severity="info",
+            code="I-TORCH-SERVED",
+            message=(
+                f"torch {dist.version}: the catalog has not confirmed its wheels, but the resolution locked "
+                f"{dist.files[0].filename} from {dist.index or 'the indexes given'} (sha256 "
+                f"{dist.files[0].sha256[:12]}...)"
+            ),
+        )
+    ]

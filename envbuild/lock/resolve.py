@@ -16,19 +16,23 @@ from __future__ import annotations
 import re
 import tempfile
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from envbuild import __version__
 from envbuild.errors import EXIT_ENGINE, EnvbuildError
+from envbuild.lock.honest import direct_lines, newest_findings, profile_bound, uv_reason
 from envbuild.lock.pylock_read import distributions_from
+from envbuild.lock.releases import served
 from envbuild.lock.source_build import source_builds
-from envbuild.lock.sources import source_build_facts
+from envbuild.lock.source_only import describe_lines, source_only_finding
 from envbuild.lock.target import Target
 from envbuild.lock.toolkit import lock_toolkit
+from envbuild.lock.torch_default import declared_torch_conflict
 from envbuild.lock.uv import (
     ResolverFailed,
     Sources,
@@ -46,9 +50,9 @@ from envbuild.models import (
     LockResolution,
     RequirementLine,
 )
-from envbuild.plan.abi_releases import flash_attn_for_lock
 from envbuild.plan.packages import PYPI
 from envbuild.render.requirements import option_words
+from envbuild.untrusted import one_line
 
 _NAME_IN_TEXT = re.compile(
     r"(?<![\w./-])([A-Za-z0-9][A-Za-z0-9._-]*)"
@@ -141,10 +145,6 @@ def _origins(lock: Lock) -> dict[str, list[RequirementLine]]:
     return by_name
 
 
-def _describe(lines: list[RequirementLine]) -> str:
-    return "; ".join(f"{line.origin}: {line.text}" for line in lines)
-
-
 def hash_findings(lock: Lock, dists: Iterable[LockedDistribution]) -> list[Finding]:
     """A hash-locked input line must allow the file the lock chose for the target."""
     by_name = {d.name: d for d in dists}
@@ -181,77 +181,34 @@ def _involved(text: str, lock: Lock) -> str:
         key = str(canonicalize_name(match.group(1)))
         if key in origins and key not in named:
             named.append(key)
-    return "; ".join(f"{key} ({_describe(origins[key])})" for key in named)
+    return "; ".join(f"{key} ({describe_lines(origins[key])})" for key in named)
 
 
-def source_only_finding(
-    name: str,
-    declared: list[RequirementLine],
-    target: Target,
-    sources: Sources,
-    lock: Lock | None = None,
-) -> Finding:
-    """What to do about a distribution that has only a source distribution for the target.
-
-    ``lock`` gives the torch, variant and Python the image installs: for flash-attn, its GitHub release's
-    wheel for them is named when the release builds one (abi.toml's rows)."""
-    facts = source_build_facts(name, declared, sources)
-    what = f"{name} {facts.version}" if facts.version else name
-    where = _describe(declared) if declared else "a dependency of the profile's requirements"
-    abi = f"cp{target.interpreter[0]}{target.interpreter[1]}"
-    if facts.needs_torch:
-        head = (
-            f"{what} ({where}) is published only as a source distribution for {target.describe()}, and its "
-            f"build imports torch ({facts.evidence}), so pip cannot build it in an isolated build "
-            "environment."
-        )
-        build = (
-            "build it in the image: add it to the profile's "
-            f'`[python] build_from_source = ["{name}"]` (envbuild locks its sdist and build dependencies '
-            "with their hashes and builds it in the builder stage after the locked torch, for the ordered "
-            "cards' archs only)"
-        )
-        release = (
-            flash_attn_for_lock(facts.version, lock.torch_version, lock.torch_variant, lock.python_version)
-            if name == "flash-attn" and facts.version and lock is not None
-            else None
-        )
-        if release is not None and release.url is not None:
-            message = (
-                f"{head} Either use the wheel its GitHub release builds for {release.plan}, as a direct "
-                f"URL in place of the requirement (`{name} @ {release.url}`), or {build}"
-            )
-        elif release is not None:
-            message = (
-                f"{head} Either {build}, or pick a torch and Python its GitHub release builds wheels for: "
-                f"it builds none for {release.plan} (it builds {release.builds})"
-            )
-        else:
-            message = (
-                f"{head} Either {build}, or use a prebuilt wheel for this torch/CUDA/Python triple as a "
-                f"direct URL (`{name} @ https://.../<wheel built for the torch release, its variant and "
-                f"{abi}>.whl`)"
-            )
-        source = release.source if release is not None else None
-        return Finding(severity="error", code="E-SOURCE-NEEDS-TORCH", message=message, source=source)
-    evidence = f" ({facts.evidence})" if facts.evidence else ""
-    message = (
-        f"{what} ({where}) has no wheel for {target.describe()}, only a source distribution{evidence}; the "
-        "image installs wheels only (--only-binary :all:). Pin a release that publishes a wheel for this "
-        "Python and platform, or give a wheel URL"
-    )
-    return Finding(severity="error", code="E-SOURCE-ONLY", message=message)
+def _needs_source(name: str, lock: Lock, target: Target, sources: Sources) -> bool:
+    """The release the resolution needs (the newest the profile's lines admit) has no wheel the target
+    installs: uv's "has no usable wheels" may be said of older releases while the newest has one (an abi3
+    or older manylinux wheel counts) and the real blocker is elsewhere."""
+    releases = served(name, sources, target)
+    bound = profile_bound(direct_lines(lock).get(name, []))
+    wanted = [v for v in releases.releases if bound.contains(v, prereleases=True)]
+    return not wanted or wanted[-1] not in releases.installable
 
 
 def conflict_findings(text: str, lock: Lock, target: Target, sources: Sources) -> list[Finding]:
+    """E-SOURCE-ONLY / E-SOURCE-NEEDS-TORCH only where the release the resolution needs has no wheel for
+    the target (:func:`_needs_source`); otherwise E-REQ-CONFLICT with uv's explanation on one line."""
     cause = text.removeprefix("error: ").strip()
     names = {m.group(1) for m in _NO_WHEELS.finditer(cause)} | set(_WHEELS_REQUIRED.findall(cause))
     origins = _origins(lock)
     findings = [
         source_only_finding(name, origins.get(name, []), target, sources, lock)
         for name in sorted({str(canonicalize_name(n)) for n in names})
+        if name in lock.build_from_source or _needs_source(name, lock, target, sources)
     ]
     if not findings:
+        torch = declared_torch_conflict(cause, lock, target)
+        if torch is not None:
+            return [torch]
         involved = _involved(cause, lock)
         findings.append(
             Finding(
@@ -259,7 +216,7 @@ def conflict_findings(text: str, lock: Lock, target: Target, sources: Sources) -
                 code="E-REQ-CONFLICT",
                 message=(
                     "the requirements cannot be installed together for "
-                    f"{target.describe()}: {' '.join(cause.split())}"
+                    f"{target.describe()}: {uv_reason(cause)}"
                     + (f" Involved: {involved}." if involved else "")
                 ),
             )
@@ -275,7 +232,47 @@ def resolve(
     find_links: Iterable[str] = (),
     toolkit: str | None = None,
 ) -> Resolved:
-    """Resolve ``lock``'s declared requirements for its target.  Writes nothing outside a temp folder.
+    """Resolve ``lock``'s declared requirements for its target (:func:`_resolve_once`).  A package the
+    profile names that is locked more than one series behind its newest (E-OLD-RELEASE) is asked for again
+    at most one series behind (``NAME>=FLOOR``): uv takes the first version set it finds, which may hold
+    an old release although a newer one installs (vllm 0.2.2 beside torch 2.14.1)."""
+    index_urls, find_links = tuple(index_urls), tuple(find_links)
+    floors: dict[str, Version] = {}
+    first = _resolve_once(lock, bundle, index_urls, find_links, toolkit, floors)
+    if not floors:
+        return first
+    lines = tuple(
+        RequirementLine(kind="requirement", text=f"{name}>={floor}", name=name, origin=FLOOR_ORIGIN)
+        for name, floor in sorted(floors.items())
+    )
+    raised = replace(lock, declared=(*lock.declared, *lines))
+    again = _resolve_once(raised, bundle, index_urls, find_links, toolkit)
+    if again.ok:
+        return again
+    why = "; ".join(f.message for f in again.findings if f.severity == "error")
+    asked = ", ".join(line.text for line in lines)
+    findings = tuple(
+        replace(f, message=f"{f.message}. Asked at most one series behind ({asked}): {why}")
+        if f.code == "E-OLD-RELEASE"
+        else f
+        for f in first.findings
+    )
+    return replace(first, findings=findings)
+
+
+FLOOR_ORIGIN = "envbuild: at most one series behind the newest release (E-OLD-RELEASE)"
+
+
+def _resolve_once(
+    lock: Lock,
+    bundle: Path | None,
+    index_urls: Iterable[str],
+    find_links: Iterable[str],
+    toolkit: str | None,
+    floors: dict[str, Version] | None = None,
+) -> Resolved:
+    """One resolution of ``lock``'s declared requirements for its target (``floors``: see
+    :func:`envbuild.lock.honest.newest_findings`).  Writes nothing outside a temp folder.
 
     ``toolkit`` (the plan's ``builder_toolkit``, CUDA 13): also lock CUDA's compiler wheels for the builder
     stage (:mod:`envbuild.lock.toolkit`), at the resolved set's cuda-toolkit release, else at this one."""
@@ -321,11 +318,11 @@ def resolve(
                     else ""
                 )
                 raise ResolveError(
-                    f"the resolver could not read an index ({indexes}):\n{failed.text}\n{tls}Pass "
+                    f"the resolver could not read an index ({indexes}): {one_line(failed.text)} {tls}Pass "
                     "--index-url for a reachable mirror, or --find-links for a folder of wheels (repeatable)"
                 ) from None
             if "No solution found" not in failed.text and "has no usable wheels" not in failed.text:
-                raise ResolveError(f"the resolver failed:\n{failed.text}") from None
+                raise ResolveError(f"the resolver failed: {one_line(failed.text)}") from None
             return Resolved((), tuple(conflict_findings(failed.text, lock, target, sources)), resolution)
         annotations = parse_annotated(raw.annotated)
         origins = _origins(lock)
@@ -339,11 +336,23 @@ def resolve(
                 f"the resolver's two outputs disagree on: {', '.join(mismatch)}; run lock again"
             )
         findings += hash_findings(lock, dists)
+        findings += newest_findings(
+            lock,
+            dists,
+            input_text=input_text(lock),
+            command=command,
+            work=work,
+            target=target,
+            sources=sources,
+            floors=floors,
+        )
         if lock.build_from_source:
             try:
                 built, more = source_builds(lock, raw.pylock, dists, command, work, target, sources)
             except ResolverFailed as failed:
-                raise ResolveError(f"the resolver failed on the build dependencies:\n{failed.text}") from None
+                raise ResolveError(
+                    f"the resolver failed on the build dependencies: {one_line(failed.text)}"
+                ) from None
             dists, findings = [*dists, *built], [*findings, *more]
         if toolkit is not None:
             where = f"profile {lock.profile_name!r}"
@@ -353,4 +362,4 @@ def resolve(
     return Resolved(tuple(dists), tuple(findings), resolution)
 
 
-__all__ = ["ResolveError", "Resolved", "resolve", "sources_for"]
+__all__ = ["ResolveError", "Resolved", "resolve", "source_only_finding", "sources_for"]

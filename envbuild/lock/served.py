@@ -26,6 +26,7 @@ from envbuild.lock.uv import Sources
 from envbuild.net import open_url, redact_url
 from envbuild.plan.resolved import ServedTorch, kind_of
 from envbuild.simpleindex import ACCEPT, PageError, read_find_links, read_page
+from envbuild.untrusted import one_line
 
 
 def _read_index(url: str) -> list[str] | None:
@@ -50,8 +51,8 @@ def _read_index(url: str) -> list[str] | None:
             else ""
         )
         raise ResolveError(
-            f"the resolver could not read an index ({redact_url(url)}): {exc}\n{tls}Pass --index-url for a "
-            "reachable mirror, or --find-links for a folder of wheels (repeatable)"
+            f"the resolver could not read an index ({redact_url(url)}): {one_line(exc)} {tls}Pass "
+            "--index-url for a reachable mirror, or --find-links for a folder of wheels (repeatable)"
         ) from None
     try:
         return [f.filename for f in read_page(body, content_type, page)]

@@ -25,6 +25,7 @@ from envbuild.lock.source_build import resolve_beside
 from envbuild.lock.target import Target
 from envbuild.lock.uv import ResolverFailed
 from envbuild.models import Finding, LockedDistribution
+from envbuild.untrusted import one_line
 
 TOOLKIT = "cuda-toolkit"
 CCCL = "nvidia-cuda-cccl"
@@ -67,8 +68,8 @@ def lock_toolkit(
         found, no_wheel = resolve_beside(command, work / "cuda-toolkit", request, dists, target)
     except ResolverFailed as failed:
         message = (
-            f"{where}: {what} does not resolve beside the locked environment for {target.describe()}:\n"
-            f"{failed.text}\n{fix[0].upper()}{fix[1:]}"
+            f"{where}: {what} does not resolve beside the locked environment for {target.describe()}: "
+            f"{one_line(failed.text)} {fix[0].upper()}{fix[1:]}"
         )
         return [], [Finding(severity="error", code="E-TOOLKIT-UNRESOLVED", message=message)]
     if no_wheel:

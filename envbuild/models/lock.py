@@ -186,6 +186,9 @@ class Lock:
     declared: tuple[RequirementLine, ...] = ()
     constraint_files: tuple[str, ...] = ()  # "constraints/01-constraints.txt", relative to the bundle
     build_from_source: tuple[str, ...] = ()  # [python] build_from_source, PEP 503 names, sorted
+    # [python] allow_old, PEP 503 names, sorted: lock may pick them more than one series behind the newest
+    # (written only when set, so a lock without it keeps its bytes)
+    allow_old: tuple[str, ...] = ()
     # Written by `envbuild lock`: every distribution of the environment, pinned with its hashes.
     resolved: bool = False
     resolution: LockResolution | None = None

@@ -80,13 +80,16 @@ def exact_version(line: RequirementLine) -> tuple[str | None, str | None]:
     return version.public, version.local
 
 
-def lock_packages(plan: Plan) -> tuple[LockPackage, ...]:
+def lock_packages(plan: Plan, torch_origin: str | None = None) -> tuple[LockPackage, ...]:
     """Torch-family pins first, then the user's requirements in declared order, one per project."""
     packages: dict[str, LockPackage] = {}
     for pin in plan.pins:
         name = canonicalize_name(pin.name)
+        reason = pin.reason
+        if name == "torch" and plan.profile.torch.version is None:  # the pin's own text says torch.version
+            reason = reason.replace(" (torch.version)", f" ({torch_origin or torch_pin_origin(plan)})")
         packages[name] = LockPackage(
-            name=name, version=pin.version, local=pin.local, requirement=pin.spec, origin=pin.reason
+            name=name, version=pin.version, local=pin.local, requirement=pin.spec, origin=reason
         )
     for line in plan.requirements:
         if line.kind != "requirement" or not line.name:
@@ -103,17 +106,69 @@ def lock_packages(plan: Plan) -> tuple[LockPackage, ...]:
 
 
 PIN_ORIGIN = "torch.version (torch-family pin)"
+# Every other pin's origin starts with PIN_FAMILY (is_pin_origin)
+PIN_FAMILY = "torch-family pin"
+DEFAULT_TORCH_ORIGIN = (
+    f"{PIN_FAMILY}: default torch (the catalog's newest confirmed release; the profile declares no "
+    "torch.version)"
+)
+COMPANION_ORIGIN = f"{PIN_FAMILY}: paired with the planned torch"
+RESOLVED_TORCH_ORIGIN = (
+    f"{PIN_FAMILY}: the torch the resolved set installs (a dependency requires it; the profile declares no "
+    "torch.version)"
+)
 
 
-def declared_lines(plan: Plan) -> tuple[RequirementLine, ...]:
+def torch_pin_origin(plan: Plan) -> str:
+    """Where the plan's torch pin comes from: the profile's torch.version, an exact ``torch==X`` line,
+    the torch a bare line or a dependency brought in (after resolution), or the pytorch kind's default."""
+    if plan.profile.torch.version is not None:
+        return PIN_ORIGIN
+    lines = [
+        line
+        for line in plan.requirements
+        if line.kind == "requirement" and line.name and canonicalize_name(line.name) == "torch"
+    ]
+    exact = next((line for line in lines if exact_version(line)[0] is not None), None)
+    if exact is not None:
+        return f"{PIN_FAMILY}: {exact.text} in {exact.origin}"
+    if lines:
+        first = lines[0]
+        return f"{PIN_FAMILY}: the torch the resolved set installs ({first.origin}: {first.text} allows it)"
+    return DEFAULT_TORCH_ORIGIN if plan.profile.kind == "pytorch" else RESOLVED_TORCH_ORIGIN
+
+
+def pin_origins(plan: Plan, torch_origin: str | None = None) -> dict[str, str]:
+    """Each torch-family pin's origin (``torch_origin``: what ``envbuild lock`` knows of the torch pin)."""
+    declared = plan.profile.torch.version is not None
+    return {
+        str(canonicalize_name(pin.name)): (
+            torch_origin or torch_pin_origin(plan)
+            if pin.name == "torch"
+            else (PIN_ORIGIN if declared else COMPANION_ORIGIN)
+        )
+        for pin in plan.pins
+    }
+
+
+def declared_lines(plan: Plan, torch_origin: str | None = None) -> tuple[RequirementLine, ...]:
     """The resolver's input: the torch-family pins, then every requirement and option line as declared."""
+    origins = pin_origins(plan, torch_origin)
     pins = tuple(
         RequirementLine(
-            kind="requirement", text=pin.spec, name=canonicalize_name(pin.name), origin=PIN_ORIGIN
+            kind="requirement",
+            text=pin.spec,
+            name=canonicalize_name(pin.name),
+            origin=origins[str(canonicalize_name(pin.name))],
         )
         for pin in plan.pins
     )
     return pins + tuple(line for line in plan.requirements if line.kind != "include")
+
+
+def is_pin_origin(origin: str) -> bool:
+    """A declared line's origin is a torch-family pin's (not one of the profile's own lines)."""
+    return origin == PIN_ORIGIN or origin.startswith(PIN_FAMILY)
 
 
 def source_names(profile: Profile) -> tuple[str, ...]:
@@ -123,9 +178,12 @@ def source_names(profile: Profile) -> tuple[str, ...]:
     return tuple(sorted({str(canonicalize_name(n)) for n in profile.python.build_from_source}))
 
 
-def make_lock(plan: Plan, *, constraint_files: tuple[str, ...] | None = None) -> Lock:
+def make_lock(
+    plan: Plan, *, constraint_files: tuple[str, ...] | None = None, torch_origin: str | None = None
+) -> Lock:
     """The lock of ``plan``; ``constraint_files`` (the bundle paths of the ``-c`` copies) are collected
-    from the profile's folder unless given (``envbuild lock`` gives the bundle's own)."""
+    from the profile's folder unless given (``envbuild lock`` gives the bundle's own); ``torch_origin``:
+    where ``envbuild lock`` found the torch pin came from (the plan alone cannot tell)."""
     profile = plan.profile
     if constraint_files is None:
         constraint_files = tuple(c.bundle_path for c in collect_constraints(plan))
@@ -167,7 +225,7 @@ def make_lock(plan: Plan, *, constraint_files: tuple[str, ...] | None = None) ->
         memory_gib=profile.resources.memory_gib,
         cpus=profile.resources.cpus,
         network_gbps=profile.resources.network_gbps,
-        packages=lock_packages(plan),
+        packages=lock_packages(plan, torch_origin),
         apt=tuple(runtime_packages(apt_packages(plan))),
         apt_snapshot=plan.apt_snapshot,
         env=checked_env(plan),
@@ -182,9 +240,10 @@ def make_lock(plan: Plan, *, constraint_files: tuple[str, ...] | None = None) ->
         blender_devices=profile.blender.devices,
         blender_source=plan.blender_source,
         index_urls=plan.index_urls,
-        declared=declared_lines(plan),
+        declared=declared_lines(plan, torch_origin),
         constraint_files=constraint_files,
         build_from_source=source_names(profile),
+        allow_old=tuple(sorted({str(canonicalize_name(n)) for n in profile.python.allow_old})),
     )
 
 
@@ -193,5 +252,7 @@ def lock_json(lock: Lock) -> str:
 
     ``blender_sha256`` is written once a fetch recorded it: a lock without it keeps the bytes (and the
     readers) it had before the field."""
-    unset = ("blender_sha256",) if lock.blender_sha256 is None else ()
+    unset = (("blender_sha256",) if lock.blender_sha256 is None else ()) + (
+        () if lock.allow_old else ("allow_old",)
+    )
     return json.dumps(to_data(lock, exclude=unset), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
