@@ -7,8 +7,11 @@ the valid choices.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+from envbuild.untrusted import terminal
 
 # Exit codes, documented in the README ("Output and exit codes").
 EXIT_OK = 0
@@ -36,13 +39,44 @@ def choices(values: Iterable[str]) -> str:
     return ", ".join(sorted(values))
 
 
+# A run of whitespace holding a line break (and a list bullet after it), and any control character.
+_BREAK_RUN = re.compile(r"\s*[\r\n\v\f\x1c-\x1e\x85\u2028\u2029]\s*([-*] +)?")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def one_line_message(text: str) -> str:
+    """``text`` as one line, as every finding and profile issue is (issue 37).
+
+    Each run of whitespace that holds a line break becomes ``"; "``, or one space after ``:``, ``;`` or
+    ``,``, and also after ``.`` or before a lowercase letter (a wrapped line) where no ``-``/``*`` bullet
+    follows it (the bullet is dropped: a list reads ``a; b``); nothing at either end.  A tab becomes a
+    space, any other control character a visible escape (:func:`envbuild.untrusted.terminal`).  A
+    resolver's report ``No solution found:\\n  Because a depends on b`` reads ``No solution found:
+    Because a depends on b``."""
+    if _CONTROL.search(text) is None:
+        return text
+
+    def join(match: re.Match[str]) -> str:
+        if match.start() == 0 or match.end() == len(match.string):
+            return ""
+        before, after = match.string[match.start() - 1], match.string[match.end()]
+        if before in ":;," or (not match.group(1) and (before == "." or after.islower())):
+            return " "
+        return "; "
+
+    return terminal(_BREAK_RUN.sub(join, text).replace("\t", " "))
+
+
 @dataclass(frozen=True)
 class Issue:
-    """One problem in an input file: where it is and what is wrong."""
+    """One problem in an input file: where it is and what is wrong (its message one line)."""
 
     file: str
     key: str  # dotted key path, e.g. "python.packages[2]" or "checks[0].run"
     message: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "message", one_line_message(self.message))
 
     def __str__(self) -> str:
         where = f"{self.file}: {self.key}" if self.key else self.file

@@ -229,3 +229,45 @@ def test_readme_lists_the_sources_under_the_findings(tmp_path: Path) -> None:
     numbers = re.findall(r"^(\d+)\. ", listing.split("## ", 1)[0], flags=re.M)
     assert numbers == [str(n) for n in range(1, len(numbers) + 1)]
     assert len(numbers) == len({f.source for f in result.findings if f.source})
+
+
+# --- every finding is one line (issue 37) ----------------------------------------------------------
+
+UV_REPORT = (
+    "  × No solution found when resolving dependencies:\n"
+    "  ╰─▶ Because vllm==0.34.0 depends on flashinfer-python==0.7.3 and only\n"
+    "      flashinfer-python<=0.7.2.post1 is available, we can conclude that vllm==0.34.0 cannot be used.\n"
+    "      And because you require vllm==0.34.0, we can conclude that your requirements are\r\n"
+    "      unsatisfiable.\n"
+)
+
+
+def test_every_finding_of_the_broad_set_of_plans_is_one_line(findings: list[Finding]) -> None:
+    spanning = [f for f in findings if {"\n", "\r"} & set(f.message + (f.source or ""))]
+    assert findings and not spanning
+
+
+def test_a_finding_quoting_a_tool_is_made_one_line_where_it_is_built() -> None:
+    finding = Finding(severity="error", code="E-REQ-CONFLICT", message=f"cannot resolve:\n{UV_REPORT}")
+    assert finding.message == (
+        "cannot resolve: × No solution found when resolving dependencies: ╰─▶ Because vllm==0.34.0 depends "
+        "on flashinfer-python==0.7.3 and only flashinfer-python<=0.7.2.post1 is available, we can conclude "
+        "that vllm==0.34.0 cannot be used. And because you require vllm==0.34.0, we can conclude that your "
+        "requirements are unsatisfiable."
+    )
+    listed = Finding(severity="info", code="I-X", message="two:\n  - A\n  - B", source="row\nURL\tx\x1b[2J")
+    assert (listed.message, listed.source) == ("two: A; B", "row; URL x\\x1b[2J")
+
+
+def test_an_error_in_json_output_is_one_line(tmp_path: Path) -> None:
+    prices = tmp_path / "prices.toml"
+    prices.write_text('source = "s"\ndate = "2026-01-01"\n[h1000]\n7 = 10.0\n[h100]\nx = 1.0\n')
+    code, out = _cli("pytorch", "--prices", str(prices), "--json")
+    (finding,) = json.loads(out)["findings"]
+    assert code == 2 and finding["code"] == "E-USAGE"
+    message = finding["message"]  # the list on stderr; here one line, its items joined with "; "
+    assert message.startswith(f"invalid price file {prices} (3 problems): {prices}: source: expected")
+    assert f"(a page, a quote); {prices}: h1000: not a card id" in message
+    assert message.endswith(
+        f"(besides source, date); {prices}: h100.x: not a rental duration in days; valid: 3, 7, 30"
+    )

@@ -145,3 +145,10 @@ def test_a_target_given_on_the_command_line_stays_a_usage_error(tmp_path: Path) 
     assert result.exit_code == EXIT_USAGE
     (finding,) = json.loads(result.stdout)["findings"]
     assert finding["code"] == "E-USAGE" and finding["message"].startswith("--target: unknown target 'h999'")
+
+
+def test_a_profile_issue_is_one_line() -> None:
+    from envbuild.errors import Issue
+
+    issue = Issue("p.toml", "python.requirements[0]", "cannot read:\n  permission denied\r\n")
+    assert str(issue) == "p.toml: python.requirements[0]: cannot read: permission denied"

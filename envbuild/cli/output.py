@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from envbuild.boundary import to_data
-from envbuild.errors import EnvbuildError, ProfileError
+from envbuild.errors import EnvbuildError, ProfileError, one_line_message
 from envbuild.untrusted import terminal
 
 if TYPE_CHECKING:
@@ -61,7 +61,8 @@ def error_findings(exc: EnvbuildError) -> list[dict[str, Any]]:
             }
             for i in exc.issues
         ]
-    return [{"severity": "error", "code": exc.code, "message": exc.message, "source": None}]
+    # one line, as every finding (a list an error holds reads "...: a; b")
+    return [{"severity": "error", "code": exc.code, "message": one_line_message(exc.message), "source": None}]
 
 
 def print_json(data: Any) -> None:

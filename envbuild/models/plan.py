@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from envbuild.boundary import INPUT
+from envbuild.errors import one_line_message
 from envbuild.models.cards import Card, LotPrice
 from envbuild.models.profile import Backend, BlenderSource, OsId, Profile, RequirementLine
 
@@ -19,10 +20,18 @@ Severity = Literal["error", "warning", "info"]
 
 @dataclass(frozen=True, kw_only=True)
 class Finding:
+    """One finding, on one line: ``message`` and ``source`` are made one line on construction (a tool's
+    multi-line text quoted in it too), see :func:`envbuild.errors.one_line_message`."""
+
     severity: Severity
     code: str  # stable, e.g. "E-ARCH-MISSING", "W-DRIVER-UNKNOWN"
     message: str  # what is wrong and what to write instead; no internal citations
     source: str | None = None  # where the facts behind it come from (catalog row, metadata, URL)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "message", one_line_message(self.message))
+        if self.source is not None:
+            object.__setattr__(self, "source", one_line_message(self.source))
 
 
 @dataclass(frozen=True, kw_only=True)
