@@ -131,7 +131,8 @@ def op_sources(kind: str) -> dict[str, Any]:
     if kind == "cpp":
         return {"cpp_sources": CPP_SOURCE, "functions": ["axpb"]}
     if kind == "cuda":
-        sources = {"cpp_sources": CUDA_HOST_SOURCE, "cuda_sources": CUDA_SOURCE, "functions": ["axpb_gpu"]}
+        sources: dict[str, Any] = {"cpp_sources": CUDA_HOST_SOURCE, "cuda_sources": CUDA_SOURCE}
+        sources["functions"] = ["axpb_gpu"]
         if _load_inline_takes("no_implicit_headers"):  # else the .cu includes torch's headers after all
             sources["no_implicit_headers"] = True
         return sources
