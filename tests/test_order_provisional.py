@@ -95,7 +95,7 @@ def test_a_declared_torch_is_not_provisional() -> None:
 def test_after_resolution_the_readme_states_the_resolved_floor_without_provisional(tmp_path: Path) -> None:
     """What lock does (envbuild.lock.replan): the plan derived again from the torch the resolved set
     installs.  The resolved torch here is what pypi.org served for ComfyUI's bare torch line when this was
-    written (torch 2.15.0, its default cu132 build: see the issue 37 note)."""
+    written (torch 2.15.0, its default cu132 build, locked from pypi.org on 2026-12-03)."""
     profile = load_profile(str(comfyui(tmp_path)))
     resolved = ResolvedTorch(
         version="2.15.0", local=None, variant="cu132", evidence="torch 2.15.0 requires cuda-toolkit 13.2.2"
@@ -107,5 +107,5 @@ def test_after_resolution_the_readme_states_the_resolved_floor_without_provision
     assert not driver_at_least("560.35.05", result.plan.min_driver)
     order = what_to_order(render_readme(result, "envbuild render comfyui.toml"))
     assert f"Minimum NVIDIA driver on the host: **{result.plan.min_driver}**" in order
-    assert "- CUDA 13.2, torch 2.15.0" in order
+    assert "- CUDA 13.2, torch 2.15.0 (cu132 build)\n" in order  # pinned without a local tag, as lock does
     assert "provisional" not in order

@@ -160,6 +160,18 @@ def with_provider_route(readme: str, lock: Lock) -> str | None:
     return readme[:start] + provider_route(lock.python_version, lock) + readme[end + len(ROUTE_END) :]
 
 
+def _torch_text(result: CheckResult) -> str:
+    """``2.14.1+cu130`` (pinned with its local tag) or ``2.15.0 (cu132 build)`` (an index's default build,
+    pinned without one: what `envbuild lock` locks for a bare torch line from pypi.org)."""
+    plan = result.plan
+    if not plan.torch_version:
+        return ""
+    pin = next((p for p in plan.pins if p.name == "torch"), None)
+    if pin is not None and pin.local is None and plan.torch_variant:
+        return f"{plan.torch_version} ({plan.torch_variant} build)"
+    return f"{plan.torch_version}+{plan.torch_variant}" if plan.torch_variant else plan.torch_version
+
+
 def render_readme(result: CheckResult, command: str) -> str:
     from envbuild.catalog.order import hours_lines, order_lines
     from envbuild.plan.host_driver import provisional
@@ -221,7 +233,7 @@ def render_readme(result: CheckResult, command: str) -> str:
         backend=plan.backend,
         backend_name={"cuda": "CUDA", "rocm": "ROCm", "cpu": "CPU"}[plan.backend],
         accelerator_version=plan.accelerator_version or "",
-        torch=f"{plan.torch_version}+{plan.torch_variant}" if plan.torch_version else "",
+        torch=_torch_text(result),
         os_name=md(plan.os_name, "os"),
         python=plan.python_version,
         base_image=md_code(plan.base_image, "base image"),
