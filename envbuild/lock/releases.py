@@ -112,7 +112,7 @@ def served(name: str, sources: Sources, target: Target, from_source: bool = Fals
         found = _release(file.filename, key, target, from_source)
         if found is None:
             continue
-        version, installs = found
+        version, installs = Version(found[0].public), found[1]  # a local build is its release
         if version.is_prerelease and not sources.prerelease:
             continue
         every.add(version)

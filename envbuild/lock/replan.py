@@ -158,7 +158,8 @@ def resolve_and_replan(
         wide = resolve(lock, bundle=bundle, index_urls=index_urls, find_links=find_links)
         chosen = torch_from(wide.distributions) if wide.ok else None
         if chosen is not None and chosen.version != default:
-            yielded.append(yielded_finding(default, chosen, resolved.findings))
+            locked = {d.name: d.version for d in wide.distributions}
+            yielded.append(yielded_finding(default, chosen, resolved.findings, locked))
             origin = yielded_origin(default, chosen)
             resolved = wide
     if not resolved.ok:

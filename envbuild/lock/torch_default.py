@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
@@ -26,6 +27,7 @@ from envbuild.render.lockfile import PIN_FAMILY, PIN_ORIGIN, is_pin_origin
 
 DEFAULT_CODE = "I-TORCH-DEFAULT"
 # uv's "vllm==0.33.0 depends on torch<=2.14.0": who constrained torch, and how
+_WHO = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\S*) requires torch")
 _ON_TORCH = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)((?:==|>=|<=|!=|<|>)\S+?)? depends on torch(\S+)")
 
 
@@ -77,9 +79,27 @@ def torch_requirements(text: str) -> list[str]:
     return list(found.values())
 
 
-def constraints_on_torch(findings: tuple[Finding, ...]) -> list[str]:
-    """:func:`torch_requirements` over the first resolution's findings."""
-    return list(dict.fromkeys(r for f in findings for r in torch_requirements(f.message)))
+def constraints_on_torch(findings: tuple[Finding, ...], locked: dict[str, str] | None = None) -> list[str]:
+    """:func:`torch_requirements` over the first resolution's findings; with ``locked`` (name ->
+    version of the resolution that yielded), only the ranges that hold the release locked (uv's chain
+    also names every older release it tried)."""
+    found = list(dict.fromkeys(r for f in findings for r in torch_requirements(f.message)))
+    if locked is None:
+        return found
+    kept = []
+    for text in found:
+        match = _WHO.match(text)
+        if match is None or str(canonicalize_name(match.group(1))) not in locked:
+            continue
+        which = match.group(2).strip()
+        have = Version(locked[str(canonicalize_name(match.group(1)))])
+        try:
+            spec = SpecifierSet(f"=={which}" if which and which[0].isdigit() else which)
+        except InvalidSpecifier:
+            continue
+        if spec.contains(have, prereleases=True):
+            kept.append(text)
+    return kept or found[:3]
 
 
 def yielded_origin(default: str, torch: ResolvedTorch) -> str:
@@ -92,8 +112,10 @@ def yielded_origin(default: str, torch: ResolvedTorch) -> str:
     )
 
 
-def yielded_finding(default: str, torch: ResolvedTorch, first: tuple[Finding, ...]) -> Finding:
-    why = constraints_on_torch(first)
+def yielded_finding(
+    default: str, torch: ResolvedTorch, first: tuple[Finding, ...], locked: dict[str, str] | None = None
+) -> Finding:
+    why = constraints_on_torch(first, locked)
     first_error = next((f for f in first if f.severity == "error"), None)
     cause = (
         "; ".join(why)
