@@ -40,8 +40,8 @@ fi
 
 if ! command -v debootstrap >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+    flock /tmp/envbuild-apt.lock apt-get update -qq  # scripts/test.sh runs these scripts side by side
+    DEBIAN_FRONTEND=noninteractive flock /tmp/envbuild-apt.lock apt-get install -y -qq debootstrap >/dev/null
   else
     echo "base-image: debootstrap is missing; install it (apt-get install debootstrap)" >&2
     exit 1

@@ -21,6 +21,6 @@ if ! command -v apt-get >/dev/null 2>&1; then
 fi
 
 echo "browser: installing Debian's chromium and chromium-driver"
-apt-get update -qq
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+flock /tmp/envbuild-apt.lock apt-get update -qq  # scripts/test.sh runs these scripts side by side
+DEBIAN_FRONTEND=noninteractive flock /tmp/envbuild-apt.lock apt-get install -y -qq chromium chromium-driver >/dev/null
 echo "browser: $(/usr/bin/chromium --version 2>/dev/null || echo 'chromium installed')"

@@ -22,8 +22,8 @@ if ! command -v dockerd >/dev/null 2>&1; then
     exit 3
   fi
   echo "docker-engine: installing Debian's docker.io"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null
+  flock /tmp/envbuild-apt.lock apt-get update -qq  # scripts/test.sh runs these scripts side by side
+  DEBIAN_FRONTEND=noninteractive flock /tmp/envbuild-apt.lock apt-get install -y -qq docker.io >/dev/null
 fi
 
 if pgrep -x dockerd >/dev/null 2>&1; then

@@ -24,10 +24,12 @@ if [ ! -x "$uv" ]; then
   uv=.smoke/uv/bin/uv
 fi
 
-# envbuild's own wheel, built once per checkout state (hatchling, in uv's isolated build).
-rm -rf .smoke/dist
-"$uv" build --quiet --wheel --out-dir .smoke/dist . >/dev/null
-wheel=$(ls .smoke/dist/envbuild-*.whl)
+# envbuild's own wheel, built once per checkout state (hatchling, in uv's isolated build), into a folder
+# of this smoke's own: scripts/test.sh runs the three smokes side by side.
+dist=.smoke/dist-$version${mode:+-lowest}
+rm -rf "$dist"
+"$uv" build --quiet --wheel --out-dir "$dist" . >/dev/null
+wheel=$(ls "$dist"/envbuild-*.whl)
 
 rm -rf "$venv"
 "$uv" venv --quiet --python "$python" "$venv"
