@@ -104,19 +104,44 @@ def test_fetch_brings_every_locked_file_once(bundle: Path, env: dict[str, str]) 
     assert f"fetching {len(files)} locked file(s)" in done.stderr
 
 
-def test_a_toolkit_that_does_not_resolve_stops_the_lock_naming_the_way_out(
+def test_a_newer_compiler_part_in_the_environment_leaves_the_toolkit_at_its_release(
     tmp_path: Path, urls: UniverseURLs, env: dict[str, str]
 ) -> None:
-    """The environment pins nvidia-nvvm (nothing else of it requires one) at a release cuda-toolkit 13.0.3's
-    nvcc extra excludes: the environment resolves, its compiler does not, and nothing is written."""
+    """The environment pins nvidia-nvvm at a release cuda-toolkit 13.0.3's nvcc extra excludes (vLLM's set
+    brings nvidia-nvvm 13.5 beside torch's CUDA 13.0): the compiler lives in the builder's own prefix, so
+    it keeps its nvvm and the image keeps the environment's; only the toolkit, the runtime and CCCL are
+    shared."""
     path = profile(tmp_path / "p", 'version = "13.0"', torch="2.14.1", packages=("nvidia-nvvm==13.2.86",))
     bundle = tmp_path / "bundle"
     assert envbuild(env, "render", path, "--out", bundle).returncode == 0
-    before = (bundle / "envbuild.lock.json").read_bytes()
     done = envbuild(env, "lock", bundle, "--index-url", urls.pypi)
+    assert done.returncode == 0, done.stdout + done.stderr
+    nvvm = {
+        d.role: d.version
+        for d in read_lock(bundle / "envbuild.lock.json").distributions
+        if d.name == "nvidia-nvvm"
+    }
+    assert nvvm == {"install": "13.2.86", "toolkit": "13.0.88"}
+
+
+def test_a_toolkit_that_does_not_resolve_stops_the_lock_naming_the_way_out(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """The index lacks the nvvm cuda-toolkit 13.0.3's nvcc extra pins (this test deletes its stand-in
+    wheel): the environment resolves, its compiler does not, and nothing is written."""
+    universe = build_universe(tmp_path / "universe")
+    (missing,) = universe.pypi.rglob("nvidia_nvvm-13.0.88-*.whl")
+    missing.unlink()
+    path = profile(tmp_path / "p", 'version = "13.0"', torch="2.14.1")
+    bundle = tmp_path / "bundle"
+    assert envbuild(env, "render", path, "--out", bundle).returncode == 0
+    before = (bundle / "envbuild.lock.json").read_bytes()
+    with serve_universe(universe) as urls:
+        done = envbuild(env, "lock", bundle, "--index-url", urls.pypi)
     assert done.returncode == 1, done.stdout + done.stderr
     (line,) = [x for x in done.stdout.splitlines() if "E-TOOLKIT-UNRESOLVED" in x]
     assert "cuda-toolkit[nvcc,cccl]==13.0.3.0 (the release torch requires)" in line, line
+    assert "nvidia-nvvm" in line, line
     assert 'base.builder = "devel-image"' in done.stdout
     assert (bundle / "envbuild.lock.json").read_bytes() == before
     assert not (bundle / "requirements-toolkit.txt").exists()

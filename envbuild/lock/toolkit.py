@@ -2,13 +2,13 @@
 
 ``cuda-toolkit[nvcc,cccl]`` at the release the resolved torch requires (the resolved set's own
 ``cuda-toolkit``; the plan's, from the catalog, when the set has none) is resolved in a second run of the
-resolver, constrained to the environment's versions, as the build dependencies of ``[python]
-build_from_source`` are (:func:`envbuild.lock.source_build.resolve_beside`).  Every distribution of that
-resolution is locked with ``role = "toolkit"``: cuda-toolkit itself, nvidia-cuda-nvcc, -crt, nvidia-nvvm,
-nvidia-cuda-runtime and nvidia-cuda-cccl.  The builder stage installs them all into its own prefix
-(``requirements-toolkit.txt``, ``pip install --target``), which must be whole: those the image installs
-too (cuda-toolkit, nvidia-cuda-runtime; the same versions and files, by the constraint) are locked once
-in each role.  ``envbuild fetch`` brings every locked file, each once.
+resolver, constrained to the environment's versions of what both share (:data:`SHARED`), as the build
+dependencies of ``[python] build_from_source`` are (:func:`envbuild.lock.source_build.resolve_beside`).
+Every distribution of that resolution is locked with ``role = "toolkit"``: cuda-toolkit itself,
+nvidia-cuda-nvcc, -crt, nvidia-nvvm, nvidia-cuda-runtime and nvidia-cuda-cccl. The builder stage installs
+them all into its own prefix (``requirements-toolkit.txt``, ``pip install --target``), which must be whole:
+those the image installs too (cuda-toolkit, nvidia-cuda-runtime; the same versions and files, by the
+constraint) are locked once in each role. ``envbuild fetch`` brings every locked file, each once.
 
 CCCL (header-only, read at compile time): where the environment installs nvidia-cuda-cccl already (torch
 2.15's set does, for nvshmem: 13.3.5, while cuda-toolkit 13.2.2's ``cccl`` extra pins 13.2.86.*), the
@@ -43,6 +43,18 @@ def toolkit_request(dists: Sequence[LockedDistribution], assumed: str) -> tuple[
     return release, "# envbuild lock: CUDA's compiler for the builder stage\n" + "\n".join(lines) + "\n"
 
 
+# What the builder's prefix and the image must agree on: the toolkit release, the CUDA runtime an extension
+# links against, and CCCL's headers where the environment has them.  The compiler's own parts (nvcc, crt,
+# nvvm) live only in the builder's prefix: an environment that installs a newer nvvm (vLLM's set brings
+# nvidia-nvvm 13.5 beside torch's CUDA 13.0) leaves the compiler at its release.
+SHARED = frozenset({TOOLKIT, "nvidia-cuda-runtime", CCCL})
+
+
+def shared(dists: Sequence[LockedDistribution]) -> list[LockedDistribution]:
+    """The environment's distributions the toolkit resolution is constrained to (:data:`SHARED`)."""
+    return [d for d in dists if d.name in SHARED]
+
+
 def lock_toolkit(
     where: str,
     dists: Sequence[LockedDistribution],
@@ -65,7 +77,7 @@ def lock_toolkit(
         "has one), or pin a torch release whose cuda-toolkit the index serves"
     )
     try:
-        found, no_wheel = resolve_beside(command, work / "cuda-toolkit", request, dists, target)
+        found, no_wheel = resolve_beside(command, work / "cuda-toolkit", request, shared(dists), target)
     except ResolverFailed as failed:
         message = (
             f"{where}: {what} does not resolve beside the locked environment for {target.describe()}: "
