@@ -40,7 +40,7 @@ def redact_url(url: str) -> str:
     """``url`` without its secrets, by the one rule of :mod:`envbuild.secrets` (user info, secret query
     values, the token in a Cloudsmith/packagecloud/Gemfury path): ``https://user:pass@host/x?token=abc``
     -> ``https://***@host/x?token=***``.  ``${VAR}`` references (a lock's credentials,
-    envbuild/lockurls.py) are not secrets and stay."""
+    envbuild/lock/urls.py) are not secrets and stay."""
     from envbuild.secrets import redact_url as redacted
 
     return redacted(url)

@@ -23,11 +23,10 @@ from envbuild.catalog import Catalog, load_catalog
 from envbuild.catalog.blender_rows import BlenderTarball
 from envbuild.errors import BuildError
 from envbuild.image.fetch import fetch, fetch_blender
-from envbuild.models import Lock, read_lock
+from envbuild.models import Lock, lock_json, read_lock
 from envbuild.plan import check
 from envbuild.profile import load_profile
 from envbuild.render import make_lock
-from envbuild.render.lockfile import lock_json
 from tests.test_build_fetch_blender import SUMS, TARBALL, release, unpinned
 
 TINY = Path(__file__).parent / "data" / "bundles" / "tiny"

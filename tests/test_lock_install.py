@@ -39,7 +39,7 @@ from index_support import (
 )
 from test_lock import clean_env, envbuild, read_lock, render
 
-from envbuild.lockurls import lock_url
+from envbuild.lock.urls import lock_url
 from envbuild.render.readme import ROUTE_BEGIN, ROUTE_END
 
 REQUIREMENTS = "requirements-rebuild.txt"

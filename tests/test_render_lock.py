@@ -10,9 +10,8 @@ from test_render_plans import B200, CPU, H100, cuda_plan, profile, req
 
 from envbuild import __version__
 from envbuild.errors import BundleError
-from envbuild.models import LOCK_FORMAT, PYTHON_IN_IMAGE, read_lock
+from envbuild.models import LOCK_FORMAT, PYTHON_IN_IMAGE, lock_json, read_lock
 from envbuild.render import make_lock
-from envbuild.render.lockfile import lock_json
 
 
 def test_lock_records_the_plan() -> None:

@@ -19,7 +19,7 @@ from index_support import IndexTree, IndexURLs, build_index_tree, serve_tree
 from test_lock import clean_env, envbuild, read_lock, render
 from test_secrets_planted import assert_absent, run
 
-from envbuild.lockurls import lock_url
+from envbuild.lock.urls import lock_url
 from envbuild.net import redact_url
 from envbuild.profile.pep508 import LineError, check_url
 from envbuild.report.redact import env_lines

@@ -55,21 +55,11 @@ LAYERS: tuple[str, ...] = (
 
 # Edges up the layers still in place, (importer, imported) module names, each with why.  Short on purpose.
 UPWARD_ALLOWED: dict[tuple[str, str], str] = {
-    (
-        "envbuild.lock",
-        "envbuild.image.context",
-    ): "lock/ is engineer A's (issue 37): to fix after issue 37 lands",
-    ("envbuild.render.apt", "envbuild.image.record"): (
-        "the apt package record's format lives in image/record.py: to fix after issue 37 lands"
-    ),
     ("envbuild.hardware.rules", "envbuild.plan.findings"): (
         "Finding is plan's (engineer P's area): to fix after issue 37 lands"
     ),
     ("envbuild.catalog.torch_rows", "envbuild.plan.versions"): (
         "plan/versions.py's marker and version helpers (engineer P's area): to fix after issue 37 lands"
-    ),
-    ("envbuild.lockurls", "envbuild.render.quote"): (
-        "lockurls.py moves into lock/ (issue 38 item 1, engineer A's area): to fix after issue 37 lands"
     ),
 }
 

@@ -164,10 +164,11 @@ def build_command(
     """Build BUNDLE_OR_PROFILE (a rendered bundle, a built-in profile or a .toml) into an image."""
     from envbuild.image.build import build_image, check_build_args, check_locked
     from envbuild.image.cache import render_cached, resolve_source
-    from envbuild.image.context import check_bundle, check_context
+    from envbuild.image.context import check_context
     from envbuild.image.engine import api_client
     from envbuild.image.fetch import fetch
     from envbuild.image.wheelhouse import verify_wheelhouse
+    from envbuild.models import check_bundle
 
     check_build_args(tag, base_image, network, ca_certs)  # before rendering, fetching or the engine
     bundle, result = resolve_source(bundle_or_profile, targets)

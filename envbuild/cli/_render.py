@@ -163,9 +163,12 @@ def render_command(
     result = with_order(checked, days=days, price_file=prices)
     lines: list[str] = []  # what the human output adds to the findings, on stdout
     if apt_from is not None:
+        from envbuild.image.record import read_record
         from envbuild.render.apt import apt_versions_from_record
 
-        pins, missing = apt_versions_from_record(apt_from, result.plan)
+        record = read_record(Path(apt_from))
+        found = {a.name: a.version for a in record.files.apt}
+        pins, missing = apt_versions_from_record(found, apt_from, result.plan)
         result = replace(result, plan=replace(result.plan, apt_recorded=pins))
         lines.append(f"apt: {len(pins)} package(s) pinned to the versions in {apt_from}")
         if missing:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from envbuild import atomic
 from envbuild.digest import sha256_file
 from envbuild.errors import BuildError, UsageError
-from envbuild.models import Lock
+from envbuild.models import Lock, lock_json
 
 if TYPE_CHECKING:
     from envbuild.catalog import Catalog
@@ -196,8 +196,6 @@ def _write_sums(path: Path, text: str) -> None:
 def record_sha256(bundle: Path, lock: Lock, sha256: str) -> Lock:
     """Record the fetched tarball's ``sha256`` in ``bundle``'s lock (written atomically); the lock as
     written.  A lock that already records it is left as it is."""
-    from envbuild.render.lockfile import lock_json
-
     if lock.blender_sha256 == sha256:
         return lock
     new = replace(lock, blender_sha256=sha256)

@@ -25,12 +25,12 @@ from typing import Any
 from envbuild.errors import BuildError, BundleError, EngineUnavailable
 from envbuild.image.built_cache import builder_stage_image, verify_built
 from envbuild.image.certs import CaCert, load_ca_certs
-from envbuild.image.context import ContextInfo, check_bundle, write_context
+from envbuild.image.context import ContextInfo, write_context
 from envbuild.image.engine import HOW_TO_START, api_client, engine_address, engine_answers
 from envbuild.image.progress import BuildStream, Step, rich_progress
 from envbuild.image.refs import check_image_ref, check_network, check_tag, slug
 from envbuild.image.wheelhouse import verify_wheelhouse
-from envbuild.models import Lock
+from envbuild.models import Lock, check_bundle
 
 SPOOL_BYTES = 64 << 20
 FINAL_CA_STAGE = "AS envbuild-final-ca"  # in a Dockerfile whose final stage can leave certs/ out
@@ -96,7 +96,7 @@ def check_locked(bundle: Path, lock: Lock, house: Path) -> None:
     empty wheelhouse installs from the indexes inside the image, which cannot work when a locked file
     came from a local ``--find-links`` folder (it is on no index) or the indexes need credentials
     (never passed into a build)."""
-    from envbuild.lockurls import install_route
+    from envbuild.lock.urls import install_route
 
     if not lock.resolved:
         raise BundleError(

@@ -26,13 +26,12 @@ from typing import IO
 from envbuild.errors import BuildError, BundleError
 from envbuild.filestream import scan_file
 from envbuild.image.certs import CaCert
-from envbuild.models import Lock, read_lock
+from envbuild.models import check_bundle
 from envbuild.secrets import file_name_reason
 
 MAX_SCAN_BYTES = 64 << 20
 
 FIXED_MTIME = 315532800  # 1980-01-01, like reproducible wheels
-REQUIRED_FILES = ("Dockerfile", "envbuild.lock.json", "requirements-rebuild.txt")
 ALWAYS_EXCLUDED = ("build.log", "build-*.log", ".envbuild-*")
 
 
@@ -44,18 +43,6 @@ class ContextInfo:
     wheels: int  # *.whl under wheelhouse/
     tools: int  # *.whl under tools/
     certs: tuple[str, ...]  # names under certs/ added from --ca-cert
-
-
-def check_bundle(bundle: Path) -> Lock:
-    """Refuse a missing or incomplete bundle, or one whose lock does not read; return the lock."""
-    if not bundle.is_dir():
-        raise BundleError(f"{bundle}: not a bundle directory (render one with `envbuild render`)")
-    missing = [name for name in REQUIRED_FILES if not (bundle / name).is_file()]
-    if missing:
-        raise BundleError(
-            f"{bundle}: incomplete bundle, missing {', '.join(missing)} (re-run `envbuild render`)"
-        )
-    return read_lock(bundle / "envbuild.lock.json")  # the image must not carry a damaged lock
 
 
 def _ignore_patterns(bundle: Path) -> list[str]:

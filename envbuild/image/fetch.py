@@ -30,11 +30,10 @@ from envbuild import atomic
 from envbuild.digest import sha256_file
 from envbuild.errors import BuildError, BundleError
 from envbuild.image.blender import BlenderFetched, fetch_blender, record_sha256
-from envbuild.image.context import check_bundle
 from envbuild.image.tools import fetch_tools
 from envbuild.image.wheelhouse import download_locked
 from envbuild.lock.target import Target
-from envbuild.models import Finding, Lock, OsId
+from envbuild.models import Finding, Lock, OsId, check_bundle
 
 if TYPE_CHECKING:
     from envbuild.catalog import Catalog

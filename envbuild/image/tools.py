@@ -72,7 +72,7 @@ def lock_tools(
     finding.  Indexes: ``index_urls`` when given, else those the bundle was locked with (their
     ``${VAR}`` credentials filled from the environment), else the bundle's."""
     from envbuild.lock.resolve import resolve
-    from envbuild.lockurls import expand
+    from envbuild.lock.urls import expand
 
     if not index_urls and lock.resolution is not None:
         index_urls = tuple(expand(url) for url in lock.resolution.index_urls)

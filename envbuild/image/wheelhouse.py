@@ -85,7 +85,7 @@ def with_credentials(url: str, lock: Lock, index_urls: tuple[str, ...] = ()) -> 
     entry; unchanged when none has user info.  A variable left unset is a usage error naming it."""
     from urllib.parse import urlsplit, urlunsplit
 
-    from envbuild.lockurls import expand, unset_variables
+    from envbuild.lock.urls import expand, unset_variables
 
     parts = urlsplit(url)
     if "@" in parts.netloc:
@@ -169,7 +169,7 @@ def download_locked(
     its sha256.  A file the lock took from a local ``--find-links`` folder is copied from one of the
     local folders in ``find_links``; a file on an index with credentials is downloaded with them
     (:func:`with_credentials`)."""
-    from envbuild.lockurls import is_local, local_path
+    from envbuild.lock.urls import is_local, local_path
 
     folders = tuple(Path(local_path(link)) for link in find_links if is_local(link))
     dists = lock.distributions if distributions is None else distributions

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from envbuild.lock.resolve import Resolved, ResolveError, resolve
-from envbuild.models import BundleInputs, CheckResult, Finding, Lock, Plan
+from envbuild.models import BundleInputs, CheckResult, Finding, Lock, Plan, check_bundle
 
 __all__ = ["LockOutcome", "ResolveError", "Resolved", "lock_bundle", "resolve_plan"]
 
@@ -61,7 +61,6 @@ def lock_bundle(
     """Resolve ``bundle``, derive its plan again from the resolved set and, when no finding is an error,
     rewrite every file that depends on it (requirements-rebuild.txt, envbuild.lock.json, Dockerfile,
     README.md, docker-bake.hcl), the lock last."""
-    from envbuild.image.context import check_bundle
     from envbuild.lock.replan import resolve_and_replan
     from envbuild.lock.write import write_locked
     from envbuild.render.inputs import check_inputs, read_inputs

@@ -14,8 +14,8 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import Version
 
 from envbuild.lock.target import Target
+from envbuild.lock.urls import lock_file_url
 from envbuild.lock.uv import Annotation
-from envbuild.lockurls import lock_file_url
 from envbuild.models import LockedDistribution, LockedFile, RequirementLine
 
 

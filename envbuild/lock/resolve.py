@@ -33,6 +33,7 @@ from envbuild.lock.source_only import describe_lines, source_only_finding
 from envbuild.lock.target import Target
 from envbuild.lock.toolkit import lock_toolkit
 from envbuild.lock.torch_default import declared_torch_conflict
+from envbuild.lock.urls import is_local, lock_urls, remote_links
 from envbuild.lock.uv import (
     ResolverFailed,
     Sources,
@@ -42,7 +43,6 @@ from envbuild.lock.uv import (
     uv_binary,
     uv_version,
 )
-from envbuild.lockurls import is_local, lock_urls, remote_links
 from envbuild.models import (
     Finding,
     Lock,

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from envbuild import built_key
 from envbuild.built_key import SCRIPT_NAME
-from envbuild.lockurls import index_options
+from envbuild.lock.urls import index_options
 from envbuild.models import Lock, LockedDistribution
 from envbuild.render.quote import comment
 from envbuild.render.source_build import TOOLKIT_REQUIREMENTS

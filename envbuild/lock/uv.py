@@ -27,7 +27,7 @@ from pathlib import Path
 from envbuild.compat import tomllib
 from envbuild.errors import LockError
 from envbuild.lock.target import Target
-from envbuild.lockurls import is_local
+from envbuild.lock.urls import is_local
 from envbuild.models import LOCAL_FOLDER
 from envbuild.net import redact_url
 

@@ -4,10 +4,10 @@ Both files are rendered in memory, then written to temporary files beside them a
 last; a failure leaves both as they were.  Nothing in them depends on the time or the host, so locking
 twice against the same indexes gives identical bytes: a local ``--find-links`` folder is recorded by the
 files taken from it (name and sha256), never by its path, and credentials in an index URL as ``${VAR}``
-references (:mod:`envbuild.lockurls`), never as values.
+references (:mod:`envbuild.lock.urls`), never as values.
 
 ``requirements-rebuild.txt`` installs on a clean pip (``PIP_CONFIG_FILE=/dev/null``): its header says
-which route applies (:func:`envbuild.lockurls.install_route`): the indexes it names, when every locked
+which route applies (:func:`envbuild.lock.urls.install_route`): the indexes it names, when every locked
 file is on one, else the bundle's wheelhouse (``--no-index --find-links wheelhouse``, after
 ``envbuild fetch``).  The README's provider route says the same
 (:func:`envbuild.render.readme.provider_route`).
@@ -22,9 +22,8 @@ from pathlib import Path
 from envbuild import __version__, atomic
 from envbuild.lock.resolve import Resolved
 from envbuild.lock.source_files import installed, source_files
-from envbuild.lockurls import index_options, install_route
-from envbuild.models import Lock, LockedDistribution
-from envbuild.render.lockfile import lock_json
+from envbuild.lock.urls import index_options, install_route
+from envbuild.models import Lock, LockedDistribution, lock_json
 from envbuild.render.quote import check_file, check_generated, comment
 
 REQUIREMENTS = "requirements-rebuild.txt"
@@ -116,7 +115,7 @@ def _with_route(bundle: Path, readme: bytes | None, lock: Lock) -> bytes | None:
         if not path.is_file():
             return None
         readme = path.read_bytes()
-    text = with_provider_route(readme.decode("utf-8"), lock)
+    text = with_provider_route(readme.decode("utf-8"), lock.python_version, install_route(lock))
     return None if text is None else text.encode("utf-8")
 
 

@@ -38,6 +38,8 @@ from envbuild.models.lock import (
     LockPackage,
     LockResolution,
     LockTarget,
+    check_bundle,
+    lock_json,
     read_lock,
 )
 from envbuild.models.plan import (
@@ -121,5 +123,7 @@ __all__ = [
     "TorchSpec",
     "ValidateSpec",
     "Vendor",
+    "check_bundle",
+    "lock_json",
     "read_lock",
 ]

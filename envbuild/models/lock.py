@@ -1,5 +1,6 @@
 """The lock (written by render and ``envbuild lock``, read by validate), the bundle's recorded inputs,
-and where envbuild puts things in the image.
+and where envbuild puts things in the image.  The lock file's text is written by :func:`lock_json` and
+read back by :func:`read_lock`; :func:`check_bundle` reads a bundle's lock, refusing an incomplete bundle.
 
 The lock's JSON schema is the contract between the "before ordering" and "on arrival" halves; bump
 :data:`LOCK_FORMAT` when it changes incompatibly.
@@ -7,11 +8,12 @@ The lock's JSON schema is the contract between the "before ordering" and "on arr
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
 
-from envbuild.boundary import INPUT, InvalidData, parse_json
+from envbuild.boundary import INPUT, InvalidData, parse_json, to_data
 from envbuild.models.cards import Devices, LotPrice, Vendor
 from envbuild.models.plan import IndexUrl
 from envbuild.models.profile import (
@@ -123,7 +125,7 @@ class LockResolution:
     implementation: str  # "cp"
     platform: str  # the resolver's platform ("x86_64-manylinux_2_36")
     wheel_tags: tuple[str, ...]  # platform tags accepted, newest first ("manylinux_2_36_x86_64", ...)
-    # credentials as ${ENVBUILD_INDEX_N_USER}-style references (envbuild/lockurls.py), never values
+    # credentials as ${ENVBUILD_INDEX_N_USER}-style references (envbuild/lock/urls.py), never values
     index_urls: tuple[str, ...]  # first is the primary index
     find_links: tuple[str, ...] = ()  # --find-links URLs; a local folder is never recorded by its path
     find_links_folders: int = 0  # how many local --find-links folders the resolver was given
@@ -220,6 +222,10 @@ class BundleInputs:
     bake: bool = False  # docker-bake.hcl written too
 
 
+# What a bundle must hold for lock, fetch and build to take it (:func:`check_bundle`).
+BUNDLE_REQUIRED = ("Dockerfile", "envbuild.lock.json", "requirements-rebuild.txt")
+
+
 def read_lock(path: Path) -> Lock:
     """Read and validate a lock file; raise :class:`envbuild.errors.LockError` on any problem."""
     from envbuild.errors import LockError
@@ -234,3 +240,29 @@ def read_lock(path: Path) -> Lock:
         return parse_json(Lock, text)
     except InvalidData as exc:
         raise LockError(f"{path}: {exc} (expected format {LOCK_FORMAT})") from None
+
+
+def lock_json(lock: Lock) -> str:
+    """The lock file text (what :func:`read_lock` reads): sorted keys, indent 2, LF, trailing newline.
+
+    ``blender_sha256`` is written once a fetch recorded it: a lock without it keeps the bytes (and the
+    readers) it had before the field."""
+    unset = (("blender_sha256",) if lock.blender_sha256 is None else ()) + (
+        () if lock.allow_old else ("allow_old",)
+    )
+    return json.dumps(to_data(lock, exclude=unset), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+
+
+def check_bundle(bundle: Path) -> Lock:
+    """Refuse a missing or incomplete bundle, or one whose lock does not read; return the lock (for
+    ``envbuild lock``, ``fetch`` and ``build``)."""
+    from envbuild.errors import BundleError
+
+    if not bundle.is_dir():
+        raise BundleError(f"{bundle}: not a bundle directory (render one with `envbuild render`)")
+    missing = [name for name in BUNDLE_REQUIRED if not (bundle / name).is_file()]
+    if missing:
+        raise BundleError(
+            f"{bundle}: incomplete bundle, missing {', '.join(missing)} (re-run `envbuild render`)"
+        )
+    return read_lock(bundle / "envbuild.lock.json")  # the image must not carry a damaged lock

@@ -15,12 +15,12 @@ from pathlib import Path
 
 from envbuild.errors import IncompatibleError
 from envbuild.filestream import Content
-from envbuild.models import INPUTS_FILE, CheckResult, Plan
+from envbuild.models import INPUTS_FILE, CheckResult, Plan, lock_json
 from envbuild.profile.appdir import collect_app
 from envbuild.render.bundle import Written, app_source, write_bundle
 from envbuild.render.constraints import collect_constraints
 from envbuild.render.inputs import inputs_json, inputs_of
-from envbuild.render.lockfile import lock_json, make_lock
+from envbuild.render.lockfile import make_lock
 from envbuild.render.previous import KEEP_DIRS, was_resolved
 from envbuild.render.readme import render_readme
 from envbuild.render.requirements import render_requirements

@@ -7,6 +7,7 @@ without packages that only ship ``*.whl`` files).  The lock records the final st
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from envbuild.errors import BundleError
 from envbuild.models import Plan
@@ -51,17 +52,14 @@ def apt_packages(plan: Plan) -> list[str]:
     return [chosen[name] for name in sorted(chosen)]
 
 
-def apt_versions_from_record(path: str, plan: Plan) -> tuple[tuple[tuple[str, str], ...], list[str]]:
-    """``((package, version), ...)`` for the image's packages from a build record, and the names of the
-    final image's packages the record lacks (they stay unpinned).  The builder stage's own packages
-    (``python3.X-venv``) are not in the final image, so no record has them: they stay unpinned quietly.
-    A version that is not a Debian version is refused."""
-    from pathlib import Path
-
-    from envbuild.image.record import read_record
-
-    record = read_record(Path(path))
-    found = {a.name: a.version for a in record.files.apt}
+def apt_versions_from_record(
+    found: Mapping[str, str], path: str, plan: Plan
+) -> tuple[tuple[tuple[str, str], ...], list[str]]:
+    """``((package, version), ...)`` for the image's packages from the Debian packages (name -> version)
+    a build record at ``path`` holds (the caller reads it: :func:`envbuild.image.record.read_record`), and
+    the names of the final image's packages the record lacks (they stay unpinned).  The builder stage's
+    own packages (``python3.X-venv``) are not in the final image, so no record has them: they stay
+    unpinned quietly.  A version that is not a Debian version is refused."""
     wanted = [_apt_name(p) for p in apt_packages(plan) if "=" not in p]
     pins: list[tuple[str, str]] = []
     for name in wanted:

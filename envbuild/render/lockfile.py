@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from urllib.parse import urlsplit
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -10,7 +9,6 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from envbuild import __version__
-from envbuild.boundary import to_data
 from envbuild.errors import BundleError
 from envbuild.models import (
     PYTHON_IN_IMAGE,
@@ -245,14 +243,3 @@ def make_lock(
         build_from_source=source_names(profile),
         allow_old=tuple(sorted({str(canonicalize_name(n)) for n in profile.python.allow_old})),
     )
-
-
-def lock_json(lock: Lock) -> str:
-    """The lock file text: sorted keys, indent 2, LF, trailing newline.
-
-    ``blender_sha256`` is written once a fetch recorded it: a lock without it keeps the bytes (and the
-    readers) it had before the field."""
-    unset = (("blender_sha256",) if lock.blender_sha256 is None else ()) + (
-        () if lock.allow_old else ("allow_old",)
-    )
-    return json.dumps(to_data(lock, exclude=unset), sort_keys=True, indent=2, ensure_ascii=False) + "\n"

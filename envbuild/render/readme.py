@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from envbuild import __version__
-from envbuild.models import LOCK_PATH_IN_IMAGE, PYTHON_IN_IMAGE, CheckResult, Lock
+from envbuild.models import LOCK_PATH_IN_IMAGE, PYTHON_IN_IMAGE, CheckResult
 from envbuild.render.apt import apt_packages, runtime_packages
 from envbuild.render.quote import md, md_code
 from envbuild.render.view import (
@@ -18,6 +19,9 @@ from envbuild.render.view import (
     order_rows,
 )
 from envbuild.templating import render_template
+
+if TYPE_CHECKING:  # the route is computed by lock (above render), which passes it in
+    from envbuild.lock.urls import Route
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 # Findings about this machine, not the bundle: the catalog overlay's path (in the user's home) and age
@@ -76,14 +80,13 @@ ROUTE_BEGIN = "<!-- envbuild:provider-route -->"
 ROUTE_END = "<!-- /envbuild:provider-route -->"
 
 
-def provider_route(python: str, lock: Lock | None = None) -> str:
+def provider_route(python: str, route: Route | None = None) -> str:
     """The README's provider route (a machine the provider prepared, no image): the commands that install
-    the validator and the environment, for the route that applies (:func:`envbuild.lockurls.install_route`).
+    the validator and the environment, for the route that applies.
 
-    ``lock``: the bundle's lock once ``envbuild lock`` resolved it (it rewrites this section between
-    :data:`ROUTE_BEGIN` and :data:`ROUTE_END`); None or unresolved: the rendered bundle, not locked yet."""
-    from envbuild.lockurls import install_route
-
+    ``route``: the resolved lock's route (:func:`envbuild.lock.urls.install_route`), once ``envbuild lock``
+    resolved the bundle (it rewrites this section between :data:`ROUTE_BEGIN` and :data:`ROUTE_END`); None:
+    the rendered bundle, not locked yet."""
     venv = f"python{python} -m venv"
     tools = (
         "# envbuild itself, offline, from tools/ (`envbuild fetch` fills it and pins each wheel's sha256 in",
@@ -91,7 +94,7 @@ def provider_route(python: str, lock: Lock | None = None) -> str:
         f"{venv} /opt/envbuild && /opt/envbuild/bin/pip install --no-deps --require-hashes --no-index \\",
         "  --find-links tools -r tools/requirements.txt",
     )
-    if lock is None or not lock.resolved:
+    if route is None:
         intro = (
             "This bundle is not locked yet. `envbuild lock .` pins every distribution with its sha256 and "
             "rewrites this section with the route that applies: the indexes `requirements-rebuild.txt` "
@@ -105,7 +108,6 @@ def provider_route(python: str, lock: Lock | None = None) -> str:
             f"{venv} venv && venv/bin/pip install -r requirements-rebuild.txt",
         )
     else:
-        route = install_route(lock)
         needs = (
             f" Set {', '.join(f'`{v}`' for v in route.variables)} first: the index URLs carry `${{VAR}}` "
             "references, which pip fills from the environment (credentials are never written in the bundle)."
@@ -151,13 +153,13 @@ def provider_route(python: str, lock: Lock | None = None) -> str:
     return "\n".join(lines)
 
 
-def with_provider_route(readme: str, lock: Lock) -> str | None:
-    """``readme`` with its provider route rewritten for ``lock``; None when it has no such section
-    (rendered by an older envbuild, or edited)."""
+def with_provider_route(readme: str, python: str, route: Route) -> str | None:
+    """``readme`` with its provider route rewritten for a resolved lock's ``route`` (CPython ``python``);
+    None when it has no such section (rendered by an older envbuild, or edited)."""
     start, end = readme.find(ROUTE_BEGIN), readme.find(ROUTE_END)
     if start < 0 or end < start:
         return None
-    return readme[:start] + provider_route(lock.python_version, lock) + readme[end + len(ROUTE_END) :]
+    return readme[:start] + provider_route(python, route) + readme[end + len(ROUTE_END) :]
 
 
 def _torch_text(result: CheckResult) -> str:
