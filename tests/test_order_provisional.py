@@ -18,9 +18,9 @@ from envbuild.catalog import load_catalog
 from envbuild.catalog.prices import with_order
 from envbuild.plan import check
 from envbuild.plan.resolved import ResolvedTorch
-from envbuild.plan.versions import driver_at_least
 from envbuild.profile import load_profile
 from envbuild.render.readme import render_readme
+from envbuild.versions import driver_at_least
 
 REPO = Path(__file__).resolve().parent.parent
 COMFYUI = REPO / "tests" / "corpus" / "comfyui" / "requirements.txt"

@@ -10,13 +10,13 @@ from packaging.requirements import Requirement
 
 from envbuild.catalog import CardEntry, load_catalog
 from envbuild.errors import ProfileError, UsageError
+from envbuild.findings import Findings
 from envbuild.models import RequirementLine
 from envbuild.plan import check
 from envbuild.plan.context import Context
 from envbuild.plan.environment import check_glibc
-from envbuild.plan.findings import Findings
 from envbuild.plan.hardware import check_arch, check_toolkit_minimums
-from envbuild.plan.versions import applies_on_image, image_platforms, validate_driver, wheel_problem
+from envbuild.versions import applies_on_image, image_platforms, validate_driver, wheel_problem
 from tests.test_plan_support import profile, req
 
 
@@ -301,7 +301,7 @@ def test_every_registered_code_is_used_and_vice_versa() -> None:
 
     import envbuild.lock
     import envbuild.plan
-    from envbuild.plan.findings import CODES
+    from envbuild.findings import CODES
 
     # check (envbuild/plan), the hardware rules (envbuild/hardware), and its resolution (envbuild/lock,
     # cli/_check.py for I-RESOLVED)

@@ -167,7 +167,7 @@ _IMAGE_PYTHONS = tuple(f"3.{minor}" for minor in range(8, 21))
 def _on_image(lines: tuple[str, ...], pythons: tuple[str, ...]) -> dict[str, tuple[tuple[str, str], ...]]:
     from packaging.requirements import Requirement  # on a cache miss only
 
-    from envbuild.plan.versions import applies_on_image
+    from envbuild.versions import applies_on_image
 
     reqs = [Requirement(line) for line in lines]  # each line's marker evaluated per Python
     bare = [Requirement(line) for line in lines]  # the same, shown without its marker

@@ -11,8 +11,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from envbuild.catalog import CardEntry, Catalog
+    from envbuild.findings import Findings
     from envbuild.models.hardware import DeviceFacts, HardwareFacts
-    from envbuild.plan.findings import Findings
 
 # A card at or above this utilization is under load: PCIe generation is judged and slowdowns are
 # errors.  Below IDLE_PCT (or with NVML's gpu_idle reason) it is idle: links drop to a low generation

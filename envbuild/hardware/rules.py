@@ -320,7 +320,7 @@ def judge_rules(
 ) -> Judged:
     """Every rule over ``facts``, with each rule's verdict; one I-HW-UNJUDGED lists what the source
     could not judge."""
-    from envbuild.plan.findings import Findings
+    from envbuild.findings import Findings
 
     out = Findings()
     j = Judge(facts=facts, order=order, catalog=catalog, out=out, own_pids=own_pids, pci_ids=pci_ids)

@@ -44,6 +44,7 @@ from dataclasses import replace
 
 from envbuild.catalog import Catalog, load_catalog
 from envbuild.errors import CatalogError, ProfileError, UsageError
+from envbuild.findings import Findings
 from envbuild.models import CheckResult, Plan, Profile
 from envbuild.plan import (
     abi,
@@ -60,11 +61,10 @@ from envbuild.plan.after_resolution import is_version
 from envbuild.plan.blender import check_blender
 from envbuild.plan.builder_image import builder_stage, torch_planned
 from envbuild.plan.context import Context, setting
-from envbuild.plan.findings import Findings
 from envbuild.plan.resolved import ResolvedTorch, ServedTorch
 from envbuild.plan.runtime_pins import check_nvidia_pins
-from envbuild.plan.versions import validate_driver
 from envbuild.profile.places import REFRESH_HINT, catalog_issues, pending_of, unknown_target
+from envbuild.versions import validate_driver
 
 __all__ = ["check"]
 

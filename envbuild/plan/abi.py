@@ -24,6 +24,7 @@ from __future__ import annotations
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from envbuild.findings import Findings
 from envbuild.models import RequirementLine
 from envbuild.plan.abi_builds import (
     _abi_text,
@@ -44,8 +45,7 @@ from envbuild.plan.abi_data import (
 from envbuild.plan.abi_releases import _check_release, _flash_attn_pin, flash_attn_wheel
 from envbuild.plan.companion_pairing import FAMILY
 from envbuild.plan.context import Context
-from envbuild.plan.findings import Findings
-from envbuild.plan.versions import applies_on_image, line_requirement, wheel_filename
+from envbuild.versions import applies_on_image, line_requirement, wheel_filename
 
 # ---- entry point ---------------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from envbuild.findings import Findings
 from envbuild.models import RequirementLine
 from envbuild.plan.abi_builds import _accel, _flag, _Plan, _plan_abi, _row
 from envbuild.plan.abi_data import (
@@ -21,7 +22,6 @@ from envbuild.plan.abi_data import (
     load_abi_data,
 )
 from envbuild.plan.context import Context
-from envbuild.plan.findings import Findings
 
 # ---- recorded releases ---------------------------------------------------------------------------
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from packaging.version import InvalidVersion, Version
 
 from envbuild.catalog import CudaWheel
+from envbuild.findings import Findings
 from envbuild.plan.context import Context, cite
-from envbuild.plan.findings import Findings
 from envbuild.plan.suggest import covers_all, cuda_name, cuda_variant, cuda_wheels_for
 
 

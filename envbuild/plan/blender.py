@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from envbuild.catalog import BlenderSeries, CardEntry
 from envbuild.errors import choices
+from envbuild.findings import Findings
 from envbuild.models import RequirementLine
 from envbuild.plan.context import Context, cite
-from envbuild.plan.findings import Findings
-from envbuild.plan.versions import driver_at_least, gfx_major, version_tuple
+from envbuild.versions import driver_at_least, gfx_major, version_tuple
 
 
 def _cc(text: str) -> tuple[int, int]:

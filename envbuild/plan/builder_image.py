@@ -32,9 +32,9 @@ from dataclasses import dataclass
 
 from envbuild.catalog import CudaToolkit
 from envbuild.errors import choices
+from envbuild.findings import Findings
 from envbuild.models import TOOLKIT_IN_BUILDER
 from envbuild.plan.context import Context, cite
-from envbuild.plan.findings import Findings
 
 _COMPILER_FLAVORS = ("cuda-devel", "rocm-complete")  # a base that has nvcc/hipcc already
 DEVEL_IMAGE = "devel-image"  # base.builder: always compile CUDA code on nvidia/cuda's devel image

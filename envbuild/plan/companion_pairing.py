@@ -9,8 +9,8 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from envbuild.catalog.torch_rows import CompanionRelease, TorchRequires
+from envbuild.findings import Findings
 from envbuild.plan.context import Context
-from envbuild.plan.findings import Findings
 
 COMPANIONS = ("torchvision", "torchaudio", "triton", "pytorch-triton-rocm")
 FAMILY = frozenset({"torch", *COMPANIONS})

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from envbuild.catalog import OsEntry, load_catalog
 from envbuild.errors import choices
+from envbuild.findings import Findings
 from envbuild.models import Plan
 from envbuild.plan.context import Context, cite
-from envbuild.plan.findings import Findings
 from envbuild.plan.suggest import cuda_name, cuda_wheels_for
-from envbuild.plan.versions import version_choices, version_tuple
+from envbuild.versions import version_choices, version_tuple
 
 
 def python_provision(ctx: Context, out: Findings) -> str:

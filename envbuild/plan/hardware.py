@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from packaging.version import Version
 
+from envbuild.findings import Findings
 from envbuild.plan.context import Context, cite
-from envbuild.plan.findings import Findings
 from envbuild.plan.suggest import newer_toolkit, suggest_cuda, suggest_rocm
-from envbuild.plan.versions import cubin_covers, ptx_covers
+from envbuild.versions import cubin_covers, ptx_covers
 
 _BACKEND_VENDOR = {"cuda": "nvidia", "rocm": "amd"}
 

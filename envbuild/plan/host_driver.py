@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from envbuild.findings import Findings
 from envbuild.models import Finding
 from envbuild.plan.blender import optix_driver
 from envbuild.plan.context import Context, cite
-from envbuild.plan.findings import Findings
-from envbuild.plan.versions import cubin_covers, driver_at_least, max_driver, ptx_covers
+from envbuild.versions import cubin_covers, driver_at_least, max_driver, ptx_covers
 
 
 def _nvidia_ordered(ctx: Context) -> bool:

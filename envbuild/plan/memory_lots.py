@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from envbuild.catalog import CardEntry
 from envbuild.catalog.order import lots_needed
+from envbuild.findings import Findings
 from envbuild.plan.context import Context, cite
-from envbuild.plan.findings import Findings
 
 
 def _gib(value: float) -> str:

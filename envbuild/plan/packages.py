@@ -11,10 +11,10 @@ import re
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from envbuild.findings import Findings
 from envbuild.models import IndexUrl, RequirementLine
 from envbuild.plan.context import Context
-from envbuild.plan.findings import Findings
-from envbuild.plan.versions import (
+from envbuild.versions import (
     applies_on_image,
     is_sdist_or_vcs,
     line_requirement,

@@ -8,6 +8,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from envbuild.errors import choices
+from envbuild.findings import Findings
 from envbuild.models import Pin, RequirementLine
 from envbuild.plan.companion_pairing import (
     COMPANIONS,
@@ -22,8 +23,7 @@ from envbuild.plan.companion_pairing import (
     _triton_lines,
 )
 from envbuild.plan.context import Context
-from envbuild.plan.findings import Findings
-from envbuild.plan.versions import (
+from envbuild.versions import (
     applies_on_image,
     line_requirement,
     wheel_version,

@@ -7,10 +7,10 @@ from packaging.version import Version
 
 from envbuild.catalog import CudaWheel, PatchEntry, Release
 from envbuild.errors import UsageError
+from envbuild.findings import Findings
 from envbuild.plan.after_resolution import adopt_resolved, apply_served, is_version, uncataloged, wrong_build
 from envbuild.plan.context import Context, cite
 from envbuild.plan.environment import choose_os
-from envbuild.plan.findings import Findings
 from envbuild.plan.suggest import (
     covers_all,
     cuda_name,
@@ -20,7 +20,7 @@ from envbuild.plan.suggest import (
     releases_with,
     unknown_torch,
 )
-from envbuild.plan.versions import applies_on_image, line_requirement, version_choices, version_tuple
+from envbuild.versions import applies_on_image, line_requirement, version_choices, version_tuple
 
 
 def _has_image(ctx: Context, wheel: CudaWheel) -> bool:

@@ -12,9 +12,9 @@ import re
 
 from packaging.utils import canonicalize_name
 
+from envbuild.findings import Findings
 from envbuild.plan.context import Context, cite
-from envbuild.plan.findings import Findings
-from envbuild.plan.versions import applies_on_image, line_requirement
+from envbuild.versions import applies_on_image, line_requirement
 
 _NVIDIA = re.compile(r"^nvidia-[a-z0-9-]+?-cu(\d+)$")
 

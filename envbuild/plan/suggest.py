@@ -6,7 +6,7 @@ from packaging.version import InvalidVersion, Version
 
 from envbuild.catalog import CardEntry, CudaWheel, Release
 from envbuild.plan.context import Context
-from envbuild.plan.versions import cubin_covers, version_choices
+from envbuild.versions import cubin_covers, version_choices
 
 
 def cuda_name(variant: str) -> str:

@@ -6,11 +6,11 @@ from __future__ import annotations
 from packaging.version import Version
 
 from envbuild.catalog import CudaToolkit
+from envbuild.findings import Findings
 from envbuild.plan.context import Context, cite
 from envbuild.plan.environment import choose_os
-from envbuild.plan.findings import Findings
 from envbuild.plan.resolve import rocm_matches
-from envbuild.plan.versions import version_choices
+from envbuild.versions import version_choices
 
 
 def resolve_toolkit_without_torch(ctx: Context, out: Findings) -> None:

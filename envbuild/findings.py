@@ -1,5 +1,8 @@
 """Collect findings in order.  Codes are stable, registered in :data:`CODES`, and carry their
-severity's letter (``E-`` error, ``W-`` warning, ``I-`` info)."""
+severity's letter (``E-`` error, ``W-`` warning, ``I-`` info).
+
+In the base room: the plan's checks, the hardware rules (``envbuild/hardware/``, below the plan) and the
+lock's resolution all report through :class:`Findings`, against the one catalogue of codes."""
 
 from __future__ import annotations
 

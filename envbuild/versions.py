@@ -1,4 +1,7 @@
-"""Small, pure helpers: driver versions, GPU arch coverage, wheel tags and markers against an image."""
+"""Small, pure helpers: driver versions, GPU arch coverage, wheel tags and markers against an image.
+
+In the base room: the catalog's rows (markers read on a cache miss), the hardware rules and the plan use
+them."""
 
 from __future__ import annotations
 
