@@ -254,13 +254,13 @@ def test_fetch_write_sha256sums(tmp_path: Path) -> None:
 
 def test_render_recovery_journal(tmp_path: Path) -> None:
     """The journal a render writes (fsynced) before it moves kept entries into the new tree."""
-    from envbuild.render.recovery import JOURNAL, _write_journal
+    from envbuild.render.recovery import JOURNAL, write_journal
 
     old = tmp_path / ".bundle.old-x"
     _block(old / JOURNAL)
     before = _tree(tmp_path)
     with pytest.raises(IsADirectoryError):
-        _write_journal(old, [("app", "app")])
+        write_journal(old, [("app", "app")])
     assert _tree(tmp_path) == before
 
 

@@ -15,6 +15,10 @@ up; a module may import its own room and the rooms below it.  An edge up the lay
 on :data:`UPWARD_ALLOWED`, each entry with the reason it is there; an entry that no longer matches an
 edge fails too, so the list only shrinks.
 
+**Private names** stay in their module: no module imports a ``_``-prefixed name from another envbuild module
+(:data:`PRIVATE_ALLOWED` lists any that must, each with why).  A name another module needs is public, or
+the two modules are one concern and one module.
+
 **Size**: 400 lines is a signal, not a wall.  A concern may sit in one module past it, rather than leak
 private names across files, when the module's docstring says why in a line starting ``Over 400 lines
 because:``.
@@ -56,6 +60,10 @@ LAYERS: tuple[str, ...] = (
 # Edges up the layers still in place, (importer, imported) module names, each with why.  Empty since issue 38:
 # a new entry needs its one-line reason, and a stale entry fails (the list only shrinks).
 UPWARD_ALLOWED: dict[tuple[str, str], str] = {}
+
+
+# (importer, imported module, name) of a private name imported across modules, each with why.  Empty.
+PRIVATE_ALLOWED: dict[tuple[str, str, str], str] = {}
 
 
 def room(module: str) -> str:
@@ -229,6 +237,63 @@ def test_the_upward_allow_list_is_current() -> None:
     """An allowed edge that is gone leaves the list, so the list only shrinks."""
     stale = sorted(set(UPWARD_ALLOWED) - upward_edges(import_graph()))
     assert not stale, f"no longer an upward edge, remove from UPWARD_ALLOWED: {stale}"
+
+
+def private_names(
+    name: str, is_package: bool, tree: ast.Module, modules: set[str]
+) -> set[tuple[str, str, str]]:
+    """(importer, imported module, name) for every ``from envbuild.x import _name`` in module ``name`` (any
+    depth, ``if TYPE_CHECKING:`` too) where ``_name`` is not a dunder and not a module (``from envbuild.cli
+    import _report`` imports a module)."""
+    found: set[tuple[str, str, str]] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        base = node.module or ""
+        if node.level:
+            anchor = name.split(".") if is_package else name.split(".")[:-1]
+            anchor = anchor[: len(anchor) - (node.level - 1)]
+            base = ".".join([*anchor, base] if base else anchor)
+        if base.split(".")[0] != "envbuild" or base == name:
+            continue
+        for alias in node.names:
+            private = alias.name.startswith("_") and not alias.name.startswith("__")
+            if private and f"{base}.{alias.name}" not in modules:
+                found.add((name, base, alias.name))
+    return found
+
+
+def private_imports() -> set[tuple[str, str, str]]:
+    modules = _modules()
+    return {
+        found
+        for name, path in modules.items()
+        for found in private_names(
+            name, path.name == "__init__.py", ast.parse(path.read_text(encoding="utf-8")), set(modules)
+        )
+    }
+
+
+def test_private_imports_are_found() -> None:
+    tree = ast.parse(
+        "from envbuild.a.b import _x, y, __version__\nfrom . import _mod\nfrom .b import _z\n"
+        "def f():\n    from envbuild.c import _w\nimport os\nfrom os import _exit\n"
+    )
+    found = private_names("envbuild.a.m", False, tree, {"envbuild.a.m", "envbuild.a.b", "envbuild.a._mod"})
+    assert found == {
+        ("envbuild.a.m", "envbuild.a.b", "_x"),
+        ("envbuild.a.m", "envbuild.a.b", "_z"),
+        ("envbuild.a.m", "envbuild.c", "_w"),
+    }
+
+
+def test_no_module_imports_another_modules_private_name() -> None:
+    new = sorted(private_imports() - set(PRIVATE_ALLOWED))
+    assert not new, "private names imported across modules (make the name public, or merge the modules): " + (
+        "; ".join(f"{src} imports {dst}.{n}" for src, dst, n in new)
+    )
+    stale = sorted(set(PRIVATE_ALLOWED) - private_imports())
+    assert not stale, f"no longer imported, remove from PRIVATE_ALLOWED: {stale}"
 
 
 def _line_counts() -> dict[str, int]:

@@ -242,7 +242,7 @@ def test_without_a_subreaper_the_pipes_are_still_closed_in_bounded_time(
     marker: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Where no subreaper can be set, a daemon out of the group survives, but does not block the run."""
-    monkeypatch.setattr(proc_table._Subreaper, "_available", False)
+    monkeypatch.setattr(proc_table.Subreaper, "_available", False)
     start = time.monotonic()
     res = run_process(_py(_daemon_code(marker, "time.sleep(600)"), marker), timeout_s=1, drain_s=1)
     assert time.monotonic() - start < 1 + 1 + 2

@@ -29,7 +29,7 @@ class FetchError(Exception):
     pass
 
 
-def _get(url: str, accept: str, deadline: float) -> bytes:
+def get_page(url: str, accept: str, deadline: float) -> bytes:
     from envbuild.net import open_url, redact_url
 
     left = deadline - time.monotonic()
@@ -59,7 +59,7 @@ class _File:
 
 
 @dataclass
-class _Project:
+class Project:
     name: str
     url: str
     releases: dict[str, list[_File]] = field(default_factory=dict)  # version -> its Linux x86_64 wheels
@@ -91,12 +91,12 @@ def _linux_x86_64(filename: str) -> tuple[Version, tuple[str, ...], str | None] 
     return version, tuple(sorted({_tag_text(t.interpreter, t.abi) for t in linux})), glibc
 
 
-def parse_project(name: str, url: str, body: bytes) -> _Project:
+def parse_project(name: str, url: str, body: bytes) -> Project:
     try:
         files = read_json(body, url)
     except PageError as exc:
         raise FetchError(f"{url}: {exc}") from None
-    project = _Project(name=name, url=url)
+    project = Project(name=name, url=url)
     for entry in files:
         if not entry.filename.endswith(".whl"):
             continue
@@ -190,10 +190,10 @@ def _candidates(files: list[_File]) -> list[_File]:
     return ranked[:UNADVERTISED_TRIES]
 
 
-def _metadata(files: list[_File], deadline: float) -> tuple[bytes, str] | None:
+def fetch_metadata(files: list[_File], deadline: float) -> tuple[bytes, str] | None:
     for f in _candidates(files):
         try:
-            return _get(f.url + ".metadata", "*/*", deadline), f.url + ".metadata"
+            return get_page(f.url + ".metadata", "*/*", deadline), f.url + ".metadata"
         except FetchError:
             continue
     return None

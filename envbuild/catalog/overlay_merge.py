@@ -9,7 +9,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from envbuild.catalog.overlay import Overlay, OverlayState, TorchRow, Usable
-from envbuild.catalog.overlay_pairs import _exact, _final, compare, pair, resolve_triton
+from envbuild.catalog.overlay_pairs import compare, exact_pin, final_release, pair, resolve_triton
 from envbuild.catalog.toolkit_rows import Toolkits
 from envbuild.catalog.torch_rows import CudaWheel, PatchEntry, Release, RocmWheel, TorchCatalog
 
@@ -60,7 +60,7 @@ def merge(
     releases = {r.series: r for r in torch.release}
 
     for row in sorted(overlay.torch, key=lambda r: Version(r.version)):
-        v = _final(row.version)
+        v = final_release(row.version)
         if v is None or row.yanked or row.version in known or Version(_series(row.version)) < oldest:
             continue
         notes: list[str] = []
@@ -70,7 +70,7 @@ def merge(
             continue
         if not row.confirmed:
             notes.append("its metadata was not read")
-        elif _exact(row.triton_requirement) is None:
+        elif exact_pin(row.triton_requirement) is None:
             notes.append(f"triton {triton} chosen from the requirement triton{row.triton_requirement}")
         vision, vision_exact = pair(overlay, "torchvision", row.version)
         if vision is None:

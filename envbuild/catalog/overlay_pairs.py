@@ -11,7 +11,7 @@ from envbuild.catalog.overlay import CompanionRow, Overlay, TorchRow
 from envbuild.catalog.torch_rows import TorchCatalog
 
 
-def _final(version: str) -> Version | None:
+def final_release(version: str) -> Version | None:
     try:
         v = Version(version)
     except InvalidVersion:
@@ -28,7 +28,7 @@ def _contains(requirement: str | None, version: str) -> bool:
         return False
 
 
-def _exact(requirement: str | None) -> str | None:
+def exact_pin(requirement: str | None) -> str | None:
     """``==2.14.0`` -> 2.14.0; anything else (a range, ``~=``, none) -> None."""
     if not requirement:
         return None
@@ -44,8 +44,8 @@ def _exact(requirement: str | None) -> str | None:
 def pair(overlay: Overlay, name: str, torch_version: str) -> tuple[CompanionRow | None, bool]:
     """The ``name`` release for ``torch_version``: one whose metadata pins it exactly (confirmed), else
     the newest whose torch requirement admits it (inferred); (None, False) when none does."""
-    rows = [c for c in overlay.companions if c.name == name and not c.yanked and _final(c.version)]
-    exact = [c for c in rows if c.confirmed and _exact(c.torch_requirement) == torch_version]
+    rows = [c for c in overlay.companions if c.name == name and not c.yanked and final_release(c.version)]
+    exact = [c for c in rows if c.confirmed and exact_pin(c.torch_requirement) == torch_version]
     if exact:
         return max(exact, key=lambda c: Version(c.version)), True
     ranged = [
@@ -63,7 +63,7 @@ def resolve_triton(overlay: Overlay, row: TorchRow) -> str | None:
     index that satisfies it (``~=3.8.0`` -> 3.8.0 when that is the only 3.8.x)."""
     if row.triton_requirement is None:
         return None
-    exact = _exact(row.triton_requirement)
+    exact = exact_pin(row.triton_requirement)
     if exact:
         return exact
     found = [
@@ -71,7 +71,7 @@ def resolve_triton(overlay: Overlay, row: TorchRow) -> str | None:
         for c in overlay.companions
         if c.name == "triton"
         and not c.yanked
-        and _final(c.version)
+        and final_release(c.version)
         and _contains(row.triton_requirement, c.version)
     ]
     return max(found, key=Version) if found else None

@@ -40,10 +40,10 @@ from envbuild.catalog.index_pages import (
     HTML_ACCEPT,
     JSON_ACCEPT,
     FetchError,
-    _get,
-    _metadata,
-    _Project,
+    Project,
     companion_facts,
+    fetch_metadata,
+    get_page,
     parse_project,
     torch_facts,
     variants_of,
@@ -210,9 +210,9 @@ def refresh(
     pool = cf.ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="envbuild-refresh")
     try:
         jobs: dict[str, Callable[[], Any]] = {
-            name: functools.partial(_get, url, JSON_ACCEPT, deadline) for name, url in pages.items()
+            name: functools.partial(get_page, url, JSON_ACCEPT, deadline) for name, url in pages.items()
         }
-        jobs["pytorch"] = functools.partial(_get, root, HTML_ACCEPT, deadline)
+        jobs["pytorch"] = functools.partial(get_page, root, HTML_ACCEPT, deadline)
         got = _run(pool, jobs, deadline)
         failed = [str(got[n]) for n in PROJECTS if isinstance(got[n], FetchError)]
         if failed:
@@ -247,10 +247,10 @@ def refresh(
         for name in ("torch", "torchvision", "torchaudio"):
             for version, files in projects[name].releases.items():
                 if Version(version) >= floor[name]:
-                    meta_jobs[(name, version)] = functools.partial(_metadata, files, deadline)
+                    meta_jobs[(name, version)] = functools.partial(fetch_metadata, files, deadline)
         for variant in sorted({v for vs in (variants or {}).values() for v in vs}):
             url = f"{torch_index}/{variant}/torch/"
-            meta_jobs[("variant", variant)] = functools.partial(_get, url, HTML_ACCEPT, deadline)
+            meta_jobs[("variant", variant)] = functools.partial(get_page, url, HTML_ACCEPT, deadline)
         results = _run(pool, meta_jobs, deadline)
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
@@ -270,7 +270,7 @@ def refresh(
         value = results.get((name, version))
         return value if isinstance(value, tuple) else None
 
-    def common(project: _Project, version: str) -> dict[str, Any]:
+    def common(project: Project, version: str) -> dict[str, Any]:
         files = project.releases[version]
         return {
             "version": version,
@@ -280,7 +280,7 @@ def refresh(
             "requires_python": next((f.requires_python for f in files if f.requires_python), None),
         }
 
-    def ordered(project: _Project, floor_v: Version) -> list[str]:
+    def ordered(project: Project, floor_v: Version) -> list[str]:
         return sorted((v for v in project.releases if Version(v) >= floor_v), key=Version)
 
     torch_rows = []

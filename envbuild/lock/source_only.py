@@ -8,7 +8,7 @@ from envbuild.lock.sources import source_build_facts
 from envbuild.lock.target import Target
 from envbuild.lock.uv import Sources
 from envbuild.models import Finding, Lock, RequirementLine
-from envbuild.plan.abi_releases import flash_attn_for_lock
+from envbuild.plan.abi import flash_attn_for_lock
 
 
 def describe_lines(lines: list[RequirementLine]) -> str:

@@ -2,7 +2,7 @@
 package indexes of the plan.
 
 The torch-family pins and their companions are :mod:`envbuild.plan.pins` and
-:mod:`envbuild.plan.companion_pairing`."""
+:mod:`envbuild.plan.pins`."""
 
 from __future__ import annotations
 

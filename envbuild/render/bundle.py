@@ -29,9 +29,9 @@ from pathlib import Path
 from envbuild.errors import BundleError
 from envbuild.filestream import Content, write_content
 from envbuild.models import Profile
-from envbuild.render.previous import _is_dir, is_bundle, plan_keep, prepare_out, was_resolved
+from envbuild.render.previous import is_bundle, plan_keep, prepare_out, real_dir, was_resolved
 from envbuild.render.quote import check_generated
-from envbuild.render.recovery import _old_for, _write_journal, recover
+from envbuild.render.recovery import old_for, recover, write_journal
 from envbuild.render.render_lock import render_lock
 from envbuild.render.rerender import (
     KEPT_EDITS,
@@ -144,7 +144,7 @@ def _against_previous(
             files.update({name: (out / name).read_bytes() for name in LOCK_WRITES if name in files})
     edits, restored = plan_edits(out, files, previous, discard=discard_edits)
     kept_at = out / KEPT_EDITS
-    if any(edit.kept for edit in edits) and os.path.lexists(kept_at) and not _is_dir(kept_at):
+    if any(edit.kept for edit in edits) and os.path.lexists(kept_at) and not real_dir(kept_at):
         raise BundleError(
             f"{kept_at}: is not a folder, and re-rendering keeps your edits under app/ and constraints/ "
             "there; move it away (or use --discard-edits); nothing was changed"
@@ -187,9 +187,9 @@ def _write_tree(
                 )
             moves = [(rel, rel) for rel in keep.moves]
             moves += [(e.path.rstrip("/"), e.kept) for e in report.edits if e.kept is not None]
-            old = _old_for(out, tmp)
+            old = old_for(out, tmp)
             old.mkdir()
-            _write_journal(old, moves)  # so that a render killed from here on is undone by the next
+            write_journal(old, moves)  # so that a render killed from here on is undone by the next
             for source, target in moves:
                 (tmp / target).parent.mkdir(parents=True, exist_ok=True)
                 os.rename(out / source, tmp / target)

@@ -58,7 +58,7 @@ def prepare_out(out: Path) -> None:
         )
 
 
-def _is_dir(path: Path) -> bool:
+def real_dir(path: Path) -> bool:
     return path.is_dir() and not path.is_symlink()
 
 
@@ -82,15 +82,15 @@ def plan_keep(old: Path, new: Path, files: Mapping[str, object]) -> KeepPlan:
         for entry in sorted((old / rel).iterdir() if rel else old.iterdir()):
             name = f"{rel}/{entry.name}" if rel else entry.name
             target = new / name
-            if not rel and entry.name in OWNED_DIRS and _is_dir(entry):
+            if not rel and entry.name in OWNED_DIRS and real_dir(entry):
                 continue  # re-rendered whole
-            if not rel and entry.name in OPTIONAL_FILES and not _is_dir(entry):
+            if not rel and entry.name in OPTIONAL_FILES and not real_dir(entry):
                 continue  # written by this render or by none
             if not os.path.lexists(target):
                 plan.moves.append(name)
-            elif _is_dir(target) and _is_dir(entry):
+            elif real_dir(target) and real_dir(entry):
                 walk(name)
-            elif name in files and not _is_dir(entry):
+            elif name in files and not real_dir(entry):
                 continue  # a file render writes: replaced
             elif name in files:
                 plan.lost.append(f"{name} (a folder where the bundle has a file)")

@@ -15,17 +15,17 @@ import shutil
 from pathlib import Path
 
 from envbuild import atomic
-from envbuild.render.previous import _is_dir
+from envbuild.render.previous import real_dir
 
 JOURNAL = "moves.json"  # in the .<name>.old-<suffix> folder: (from, to) of each entry moved into the new tree
 
 
-def _old_for(out: Path, tmp: Path) -> Path:
+def old_for(out: Path, tmp: Path) -> Path:
     """The ``.<name>.old-<suffix>`` folder paired with the temporary tree ``.<name>.tmp-<suffix>``."""
     return out.parent / f".{out.name}.old-{tmp.name[len(f'.{out.name}.tmp-') :]}"
 
 
-def _write_journal(old: Path, moves: list[tuple[str, str]]) -> None:
+def write_journal(old: Path, moves: list[tuple[str, str]]) -> None:
     """Record the moves about to be made, atomically (renamed into place) and durably, before any is made."""
     atomic.write_text(old / JOURNAL, json.dumps(moves))
 
@@ -50,14 +50,14 @@ def recover(out: Path) -> list[str]:
     notes: list[str] = []
     prefix = f".{out.name}.tmp-"
     for tmp in sorted(out.parent.glob(f"{glob.escape(prefix)}*")):
-        old = _old_for(out, tmp)
+        old = old_for(out, tmp)
         moves = _read_journal(old)
         if not os.path.lexists(out) and (old / "bundle").is_dir():
             os.rename(tmp, out)  # killed between the renames of the swap: finish it
             notes.append(f"finished an interrupted render: {tmp.name} became {out.name}")
             shutil.rmtree(old, ignore_errors=True)
             continue
-        if not _is_dir(out):
+        if not real_dir(out):
             notes.append(f"left {tmp} as it is (an interrupted render's tree; {out} is not a bundle folder)")
             continue
         stuck = []
@@ -74,7 +74,7 @@ def recover(out: Path) -> list[str]:
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(old, ignore_errors=True)
     for old in sorted(out.parent.glob(f"{glob.escape(f'.{out.name}.old-')}*")):
-        if not (old / "bundle").exists() or _is_dir(out):  # the swap was done: what render replaced
+        if not (old / "bundle").exists() or real_dir(out):  # the swap was done: what render replaced
             shutil.rmtree(old, ignore_errors=True)
         else:
             notes.append(f"left {old} as it is (an interrupted render's previous bundle)")

@@ -46,7 +46,7 @@ from typing import Any
 from envbuild.models import Lock
 from envbuild.report.model import StageResult
 from envbuild.runopts import shm_size_gib
-from envbuild.validate.container_facts import _NVIDIA_GPU, _RENDER
+from envbuild.validate.container_facts import NVIDIA_GPU, RENDER_NODE
 
 GIB = 1 << 30
 SHM_MIN_BYTES = GIB
@@ -146,7 +146,7 @@ def decide_container(lock: Lock, facts: dict[str, Any]) -> StageResult:
         if problem:
             fail(*problem)
     if lock.backend in ("cuda", "rocm"):
-        pattern = _NVIDIA_GPU if lock.backend == "cuda" else _RENDER
+        pattern = NVIDIA_GPU if lock.backend == "cuda" else RENDER_NODE
         count = sum(1 for n in nodes if n.get("exists") and pattern.match(n["path"].rsplit("/", 1)[-1]))
         what = (
             "NVIDIA GPU node(s) /dev/nvidiaN"

@@ -22,8 +22,8 @@ from envbuild.models import Lock
 UNLIMITED_FROM = 1 << 60  # cgroup v1 writes "no limit" as 9223372036854771712 (page-rounded 2^63-1)
 
 NVIDIA_FIXED_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm")
-_NVIDIA_GPU = re.compile(r"^nvidia\d+$")
-_RENDER = re.compile(r"^renderD\d+$")
+NVIDIA_GPU = re.compile(r"^nvidia\d+$")
+RENDER_NODE = re.compile(r"^renderD\d+$")
 
 
 # -- facts --------------------------------------------------------------------------------------------
@@ -41,13 +41,15 @@ def needed_nodes(backend: str, root: Path = Path("/")) -> list[str]:
     dev = root / "dev"
     if backend == "cuda":
         try:
-            gpus = sorted((p.name for p in dev.iterdir() if _NVIDIA_GPU.match(p.name)), key=_number)
+            gpus = sorted((p.name for p in dev.iterdir() if NVIDIA_GPU.match(p.name)), key=_number)
         except OSError:
             gpus = []
         return [*NVIDIA_FIXED_NODES, *(f"/dev/{n}" for n in gpus)]
     if backend == "rocm":
         try:
-            render = sorted((p.name for p in (dev / "dri").iterdir() if _RENDER.match(p.name)), key=_number)
+            render = sorted(
+                (p.name for p in (dev / "dri").iterdir() if RENDER_NODE.match(p.name)), key=_number
+            )
         except OSError:
             render = []
         return ["/dev/kfd", *(f"/dev/dri/{n}" for n in render)]

@@ -18,7 +18,7 @@ from envbuild.validate import decide
 from envbuild.validate.run_tree import kill_thread_runs
 from envbuild.validate.stage_context import ProbeFailed, StageContext
 from envbuild.validate.stage_runners import RUNNERS
-from envbuild.validate.stages import _SPECS, FACTS, STAGE_NAMES, STAGES, TORCH_STAGES, StageSpec
+from envbuild.validate.stages import FACTS, SPECS, STAGE_NAMES, STAGES, TORCH_STAGES, StageSpec
 from envbuild.validate.worker import TorchWorker
 
 
@@ -264,7 +264,7 @@ def run_stages(
                 later in running
                 and later not in background
                 and later not in results
-                and not why_not(_SPECS[later])
+                and not why_not(SPECS[later])
             ):
                 background.start(later)
     except (KeyboardInterrupt, Interrupted) as exc:  # arrived between stages

@@ -20,7 +20,7 @@ PR_GET_CHILD_SUBREAPER = 37
 # the subreaper and /proc
 
 
-class _Subreaper:
+class Subreaper:
     """Reference-counted ``PR_SET_CHILD_SUBREAPER``: set while any run is in progress, then restored."""
 
     _lock = threading.Lock()
@@ -77,7 +77,7 @@ class ProcStat:
     start: int  # clock ticks after boot
 
 
-_PROC = Path("/proc")
+PROC = Path("/proc")
 
 
 def proc_stat(pid: int) -> ProcStat | None:
@@ -99,10 +99,10 @@ def proc_stat(pid: int) -> ProcStat | None:
         return None
 
 
-def _process_table() -> dict[int, ProcStat]:
+def process_table() -> dict[int, ProcStat]:
     table: dict[int, ProcStat] = {}
     try:
-        names = os.listdir(_PROC)
+        names = os.listdir(PROC)
     except OSError:
         return table
     for name in names:
@@ -113,15 +113,15 @@ def _process_table() -> dict[int, ProcStat]:
     return table
 
 
-def _dead(st: ProcStat) -> bool:
+def is_dead(st: ProcStat) -> bool:
     return st.state in ("Z", "X", "x")
 
 
 def descendants(pid: int) -> set[int]:
     """Every live process under ``pid`` (children, their children, ...), from ``/proc``."""
     children: dict[int, list[int]] = {}
-    for child, st in _process_table().items():
-        if not _dead(st):
+    for child, st in process_table().items():
+        if not is_dead(st):
             children.setdefault(st.ppid, []).append(child)
     found: set[int] = set()
     pending = [pid]

@@ -2,7 +2,7 @@
 
 :class:`StreamBuffer` keeps the first :data:`HEAD_BYTES` and the last ``tail_bytes`` of a stream;
 :class:`MarkerScanner` keeps the last line that starts with the marker whole (up to
-:data:`MARKER_LINE_MAX` bytes); ``_Pipes`` moves stdin, stdout and stderr on one selector.
+:data:`MARKER_LINE_MAX` bytes); ``Pipes`` moves stdin, stdout and stderr on one selector.
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ class MarkerScanner:
         self._candidate = None
 
 
-class _Pipes:
+class Pipes:
     """The run's pipes and its pidfd on one selector: stdin written, stdout/stderr read into buffers."""
 
     def __init__(

@@ -8,12 +8,12 @@ import os
 import signal
 import threading
 
-from envbuild.validate.proc_table import _PROC, ProcStat, _dead, _process_table
+from envbuild.validate.proc_table import PROC, ProcStat, is_dead, process_table
 
 _KILL_ROUNDS = 50
 
 
-_ACTIVE: dict[int, _Run] = {}  # main pid -> run; read by kill_current() from a signal handler
+ACTIVE: dict[int, ProcessRun] = {}  # main pid -> run; read by kill_current() from a signal handler
 # Children of the validator that no run may take for one of its orphans: other runs' main processes
 # (their sessions) and long-lived helpers (the warm probe worker).  Spawning and registering happen
 # under SPAWN_LOCK, and so does every membership scan, so a scan never sees an unregistered child.
@@ -32,18 +32,18 @@ def unprotect(pid: int) -> None:
 
 def kill_current() -> None:
     """Kill every process of every run in progress (the SIGINT/SIGTERM handler's hook); never blocks."""
-    for run in list(_ACTIVE.values()):
+    for run in list(ACTIVE.values()):
         run.kill(from_signal=True)
 
 
 def kill_thread_runs(ident: int) -> None:
     """Kill every process of the runs one thread has in progress (a background stage cancelled)."""
-    for run in list(_ACTIVE.values()):
+    for run in list(ACTIVE.values()):
         if run.thread == ident:
             run.kill(from_signal=True)
 
 
-class _Run:
+class ProcessRun:
     def __init__(self, subreaper: bool) -> None:
         self.subreaper = subreaper
         self.thread = threading.get_ident()
@@ -56,12 +56,12 @@ class _Run:
         self.ended = False  # the main process exited or the timeout passed: what lives now is a straggler
         self.stragglers: set[int] = set()
         self.interrupted = False
-        self.proc_fs = _PROC.is_dir()
+        self.proc_fs = PROC.is_dir()
 
     # -- membership --------------------------------------------------------------------------------
 
     def _members(self, table: dict[int, ProcStat]) -> dict[int, ProcStat]:
-        theirs = (set(_ACTIVE) | _PROTECTED) - {self.pid}  # other runs and helpers, by pid and session
+        theirs = (set(ACTIVE) | _PROTECTED) - {self.pid}  # other runs and helpers, by pid and session
         roots: set[int] = set()
         for pid, st in table.items():
             if pid == self.self_pid or st.start < self.start_ticks:
@@ -104,11 +104,11 @@ class _Run:
     def kill_round(self) -> int:
         """Kill the process group and every live member, reap orphans; how many were alive."""
         with SPAWN_LOCK:
-            members = self._members(_process_table()) if self.proc_fs else {}
+            members = self._members(process_table()) if self.proc_fs else {}
         self._killpg()
         live = 0
         for pid, st in members.items():
-            if _dead(st):
+            if is_dead(st):
                 continue
             live += 1
             if pid != self.pid and self.ended:
@@ -123,17 +123,17 @@ class _Run:
         for _ in range(_KILL_ROUNDS):  # reaping a zombie re-parents its zombie children: reap again
             if members is None:
                 with SPAWN_LOCK:
-                    members = self._members(_process_table()) if self.proc_fs else {}
+                    members = self._members(process_table()) if self.proc_fs else {}
             reaped = False
             if self.subreaper:
                 for pid, st in members.items():
-                    if pid != self.pid and st.ppid == self.self_pid and _dead(st):
+                    if pid != self.pid and st.ppid == self.self_pid and is_dead(st):
                         with contextlib.suppress(ChildProcessError):
                             reaped = os.waitpid(pid, os.WNOHANG)[0] != 0 or reaped
             if not reaped:
                 break
             members = None
-        return sorted(pid for pid, st in (members or {}).items() if not _dead(st))
+        return sorted(pid for pid, st in (members or {}).items() if not is_dead(st))
 
     def kill(self, *, from_signal: bool = False) -> int:
         """Kill the whole tree now: a few quick rounds, no waiting (safe in a signal handler).

@@ -42,9 +42,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from envbuild.validate.proc_table import _process_table, _Subreaper, proc_stat
-from envbuild.validate.run_output import TAIL_BYTES, MarkerScanner, StreamBuffer, _Pipes
-from envbuild.validate.run_tree import _ACTIVE, SPAWN_LOCK, _Run
+from envbuild.validate.proc_table import Subreaper, proc_stat, process_table
+from envbuild.validate.run_output import TAIL_BYTES, MarkerScanner, Pipes, StreamBuffer
+from envbuild.validate.run_tree import ACTIVE, SPAWN_LOCK, ProcessRun
 
 DRAIN_S = 2.0
 _TICK_S = 0.05  # how often the main process is polled where no pidfd can be waited on
@@ -122,13 +122,13 @@ def run_process(
     be started; never raises for a misbehaving program.  KeyboardInterrupt (or any exception raised by a
     signal handler) during the run kills the tree and propagates.
     """
-    subreaper = _Subreaper.acquire()
-    run = _Run(subreaper)
+    subreaper = Subreaper.acquire()
+    run = ProcessRun(subreaper)
     try:
         with SPAWN_LOCK:
             if run.proc_fs:
-                run.before = frozenset(p for p, st in _process_table().items() if st.ppid == run.self_pid)
-            run.others = frozenset(_ACTIVE)
+                run.before = frozenset(p for p, st in process_table().items() if st.ppid == run.self_pid)
+            run.others = frozenset(ACTIVE)
             start = time.monotonic()
             proc = subprocess.Popen(
                 list(argv),
@@ -140,14 +140,14 @@ def run_process(
                 cwd=str(cwd) if cwd is not None else None,
             )
             run.pid = proc.pid
-            _ACTIVE[proc.pid] = run
+            ACTIVE[proc.pid] = run
     except BaseException:
         if subreaper:
-            _Subreaper.release()
+            Subreaper.release()
         raise
     out_buf, err_buf = StreamBuffer(tail_bytes), StreamBuffer(tail_bytes)
     scanner = MarkerScanner(marker) if marker else None
-    io = _Pipes(proc, stdin or b"", out_buf, err_buf, scanner)
+    io = Pipes(proc, stdin or b"", out_buf, err_buf, scanner)
     timed_out = finished = False
     returncode: int | None = None
     try:
@@ -191,9 +191,9 @@ def run_process(
                 proc.wait(timeout=1)
             run.reap()
         pipes_cut = io.close()
-        _ACTIVE.pop(proc.pid, None)
+        ACTIVE.pop(proc.pid, None)
         if subreaper:
-            _Subreaper.release()
+            Subreaper.release()
     return RunResult(
         returncode=returncode,
         timed_out=timed_out,

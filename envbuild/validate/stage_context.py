@@ -13,7 +13,7 @@ from envbuild.validate import interp
 from envbuild.validate.host import GpuToolFacts, collect_gpu_tools
 from envbuild.validate.probe import ProbeResult, run_probe
 from envbuild.validate.rendezvous import FleetSpec
-from envbuild.validate.stages import _SPECS, PERF_BUDGET_S
+from envbuild.validate.stages import PERF_BUDGET_S, SPECS
 from envbuild.validate.worker import TorchWorker
 
 
@@ -43,7 +43,7 @@ class StageContext:
     fleet: FleetSpec | None = None  # --fleet: this lot's place in a group of lots (validate/rendezvous.py)
 
     def timeout(self, stage: str) -> float:
-        return float(self.timeouts.get(stage, _SPECS[stage].timeout_s))
+        return float(self.timeouts.get(stage, SPECS[stage].timeout_s))
 
     def gpu_tools(self) -> GpuToolFacts:
         if self.tools is None:

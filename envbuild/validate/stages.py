@@ -84,7 +84,7 @@ STAGES: tuple[StageSpec, ...] = (
     StageSpec("checks", ("packages",), 0, "the profile's own checks (each has its own timeout)"),
 )
 STAGE_NAMES: tuple[str, ...] = tuple(s.name for s in STAGES)
-_SPECS = {s.name: s for s in STAGES}
+SPECS = {s.name: s for s in STAGES}
 
 TORCH_STAGES = frozenset({"devices", "compute", "extensions", "memory", "checkpoint", "performance"})
 # Stages in the default ladder of a GPU lock only; a CPU lock runs them when --stages names them.
@@ -101,13 +101,13 @@ def select_stages(names: Iterable[str] | None) -> list[str]:
     if not pending:
         raise UsageError(f"--stages: no stage named (valid: {choices(STAGE_NAMES)})")
     for name in pending:
-        if name not in _SPECS:
+        if name not in SPECS:
             raise UsageError(f"--stages: unknown stage {name!r} (valid: {choices(STAGE_NAMES)})")
     while pending:
         name = pending.pop()
         if name not in wanted:
             wanted.add(name)
-            pending.extend(_SPECS[name].needs)
+            pending.extend(SPECS[name].needs)
     return [n for n in STAGE_NAMES if n in wanted]
 
 
@@ -116,7 +116,7 @@ def skip_reasons(selected: Iterable[str], skip: Iterable[str]) -> dict[str, str]
     skipped stage (transitively: ``--skip compute`` skips extensions and checkpoint too)."""
     named = {n.strip() for n in skip if n.strip()}
     for name in sorted(named):
-        if name not in _SPECS:
+        if name not in SPECS:
             raise UsageError(f"--skip: unknown stage {name!r} (valid: {choices(STAGE_NAMES)})")
     root: dict[str, str] = {}  # skipped stage -> the --skip stage it follows from
     reasons: dict[str, str] = {}
