@@ -39,8 +39,10 @@ def choices(values: Iterable[str]) -> str:
     return ", ".join(sorted(values))
 
 
-# A run of whitespace holding a line break (and a list bullet after it), and any control character.
-_BREAK_RUN = re.compile(r"\s*[\r\n\v\f\x1c-\x1e\x85\u2028\u2029]\s*([-*] +)?")
+# A run of whitespace (and a list bullet after it), matched whole so the scan stays linear on hostile
+# input (a megabyte of spaces); only a run holding a line break is joined.  And any control character.
+_WHITE_RUN = re.compile(r"\s+([-*] +)?")
+_BREAK = re.compile(r"[\r\n\v\f\x1c-\x1e\x85\u2028\u2029]")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
@@ -57,6 +59,8 @@ def one_line_message(text: str) -> str:
         return text
 
     def join(match: re.Match[str]) -> str:
+        if _BREAK.search(match.group(0)) is None:
+            return match.group(0)
         if match.start() == 0 or match.end() == len(match.string):
             return ""
         before, after = match.string[match.start() - 1], match.string[match.end()]
@@ -64,7 +68,7 @@ def one_line_message(text: str) -> str:
             return " "
         return "; "
 
-    return terminal(_BREAK_RUN.sub(join, text).replace("\t", " "))
+    return terminal(_WHITE_RUN.sub(join, text).replace("\t", " "))
 
 
 @dataclass(frozen=True)
