@@ -27,9 +27,9 @@ builder stage runs it on its own.
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
 import importlib.util
-import inspect
 import json
 import os
 import shutil
@@ -140,11 +140,21 @@ def op_sources(kind: str) -> dict[str, Any]:
 
 
 def _load_inline_takes(argument: str) -> bool:
-    try:
-        from torch.utils.cpp_extension import load_inline
-    except ImportError:
+    """Whether this torch's ``load_inline`` has the keyword ``argument``, read from its source rather than
+    imported: importing ``torch.utils.cpp_extension`` imports setuptools, whose distutils hack asserts
+    when the standard library's distutils was loaded first (a test worker that ran other tests)."""
+    if importlib.util.find_spec("torch") is None:
         return False
-    return argument in inspect.signature(load_inline).parameters
+    spec = importlib.util.find_spec("torch.utils.cpp_extension")
+    if spec is None or spec.origin is None:
+        return False
+    with open(spec.origin, encoding="utf-8") as source:
+        tree = ast.parse(source.read())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == "load_inline":
+            args = node.args
+            return argument in {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+    return False
 
 
 def gpu_compiler(kind: str) -> str | None:
