@@ -72,11 +72,14 @@ def test_bare_torch_line_the_resolved_cuda_decides_and_an_old_driver_is_refused(
     tmp_path: Path, urls: UniverseURLs, env: dict[str, str]
 ) -> None:
     path = profile(tmp_path, packages=("torch==2.15.0",))
-    # Before resolution: a CUDA 12 plan, whose floor is said to be provisional.
+    # Before resolution (issue 37): the exact pin is the plan's torch, read against the catalog: cu132,
+    # CUDA 13.2, so plain check already refuses the driver, naming the floor.
     code, before = check_json(env, path, "--driver", "560.35.05")
-    assert code == 0 and before["plan"]["accelerator_version"] == "12.6"
-    assert "W-DRIVER-PROVISIONAL" in codes(before)
-    # Resolved: torch 2.15.0 requires cuda-toolkit 13.2.2 (recorded), so the plan is CUDA 13.2.
+    assert code == 1 and not before["ok"]
+    assert (before["plan"]["torch_version"], before["plan"]["accelerator_version"]) == ("2.15.0", "13.2")
+    assert "560.35.05" in codes(before)["E-DRIVER-TOO-OLD"]
+    assert "W-DRIVER-PROVISIONAL" not in codes(before)
+    # Resolved: torch 2.15.0 requires cuda-toolkit 13.2.2 (recorded), which agrees.
     code, after = check_json(env, path, "--driver", "560.35.05", "--resolve", "--index-url", urls.pypi)
     plan, found = after["plan"], codes(after)
     assert code == 1 and not after["ok"]
@@ -85,10 +88,10 @@ def test_bare_torch_line_the_resolved_cuda_decides_and_an_old_driver_is_refused(
         "cu132",
         "13.2",
     )
-    assert "13.2" in plan["base_image"] and plan["min_driver"] != before["plan"]["min_driver"]
+    assert "13.2" in plan["base_image"] and plan["min_driver"] == before["plan"]["min_driver"]
     assert "cuda-toolkit 13.2.2" in found["I-VARIANT-RESOLVED"]
     assert "560.35.05" in found["E-DRIVER-TOO-OLD"] and plan["min_driver"] in found["E-DRIVER-TOO-OLD"]
-    assert "CUDA: 12.6 -> 13.2" in found["I-PLAN-RESOLVED"] and "W-DRIVER-PROVISIONAL" not in found
+    assert "W-DRIVER-PROVISIONAL" not in found
     # The pin follows the index: the default build has no local tag.
     assert [p["version"] + (p["local"] or "") for p in plan["pins"] if p["name"] == "torch"] == ["2.15.0"]
 
@@ -170,14 +173,18 @@ def test_a_variant_the_index_does_not_serve_is_named_with_the_ways_out(
     assert code == 1 and 'accelerator.version = "13.0"' in codes(result)["E-VARIANT-NOT-SERVED"]
 
 
-def test_a_declared_cuda_version_that_contradicts_the_resolved_torch(
+def test_a_declared_cuda_version_with_an_exact_torch_pin_plans_that_build(
     tmp_path: Path, urls: UniverseURLs, env: dict[str, str]
 ) -> None:
+    """accelerator.version 12.6 with torch==2.15.0 in the requirements: the exact pin is read before
+    resolution (issue 37), torch 2.15.0 publishes cu126, so the plan is its cu126 build, which the package
+    index (default builds, cu132) does not serve: the PyTorch cu126 index is named as the way out."""
     path = profile(tmp_path, 'version = "12.6"', packages=("torch==2.15.0",))
     code, result = check_json(env, path, "--resolve", "--index-url", urls.pypi)
-    message = codes(result)["E-RESOLVED-CUDA"]
-    assert code == 1 and 'accelerator.version = "12.6"' in message and "cuda-toolkit 13.2.2" in message
-    assert 'accelerator.version = "13.2"' in message  # what to change
+    message = codes(result)["E-VARIANT-NOT-SERVED"]
+    assert code == 1 and "torch 2.15.0+cu126" in message and "(cu132)" in message
+    assert "download.pytorch.org/whl/cu126" in message
+    assert result["plan"]["accelerator_version"] == "12.6"
 
 
 def _dist(
