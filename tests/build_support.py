@@ -3,28 +3,32 @@ removed afterwards, and a real self-signed CA made by openssl."""
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import os
+import re
+import secrets
 import subprocess
-import sys
+import tarfile
+import tempfile
 import uuid
+import zipfile
 from collections.abc import Iterator
 from contextlib import closing, contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+import cli_support
+from cli_support import environ
+
 
 def envbuild(
     *args: str | Path, timeout: int = 900, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m envbuild ARGS`` (the PyTorch index is unreachable here: no pip retries)."""
-    return subprocess.run(
-        [sys.executable, "-m", "envbuild", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PIP_RETRIES": "0", **(env or {})},
-        timeout=timeout,
-    )
+    """The CLI runner (:func:`cli_support.envbuild`) with a build's timeout; ``env`` is added to this
+    process's environment (:func:`cli_support.environ`)."""
+    return cli_support.envbuild(*args, env=environ(**(env or {})), timeout=timeout)
 
 
 def ok(*args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -312,3 +316,93 @@ def lock_by_hand(bundle: Path) -> Path:
         encoding="utf-8",
     )
     return bundle
+
+
+def committed_images(log: str) -> list[str]:
+    """The images a build committed itself (steps not taken from the cache, FROM's image excluded),
+    newest first, read from its log."""
+    ids: list[str] = []
+    mine = False
+    for line in log.splitlines():
+        text = line.strip()
+        if step := re.match(r"Step \d+/\d+ : (\S+)", text):
+            mine = step.group(1).upper() != "FROM"
+        elif text == "---> Using cache":
+            mine = False
+        elif (m := re.fullmatch(r"---> ([0-9a-f]{12})", text)) and mine:
+            ids.append(m.group(1))
+    return ids[::-1]
+
+
+def minimal_wheel(path: Path, name: str, version: str, extra: dict[str, str] | None = None) -> str:
+    """A wheel file at ``path`` whose ``.dist-info/METADATA`` says ``name`` ``version``; its sha256."""
+    info = f"{name.replace('-', '_')}-{version}.dist-info"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+        archive.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: false\n")
+        for member, text in (extra or {}).items():
+            archive.writestr(member, text)
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def planted_env() -> dict[str, str]:
+    """Secrets in the environment of ``build`` and ``validate``, random so nothing matches by chance."""
+    token = secrets.token_hex(20)
+    return {
+        "HF_TOKEN": f"hf_{token}",
+        "OPENAI_API_KEY": f"sk-proj-{token}",
+        "GITHUB_PAT": f"ghp_{token}",
+        "ENVBUILD_TEST_DB_URL": f"https://builder:{token[:12]}pw@db.example/x",
+    }
+
+
+@contextmanager
+def saved_image(client: Any, tag: str) -> Iterator[tarfile.TarFile]:
+    """The ``docker save`` archive of ``tag``, spooled to a temporary file, opened as a tar."""
+    with tempfile.TemporaryFile() as saved:
+        for chunk in client.images.get(tag).save(chunk_size=1 << 20):
+            saved.write(chunk)
+        saved.seek(0)
+        with tarfile.open(fileobj=saved) as outer:
+            yield outer
+
+
+def needles_in_image(client: Any, tag: str, needles: list[str]) -> list[str]:
+    """Where any of ``needles`` occurs: every file of every layer of ``docker save``, every other blob
+    (image config: env, labels, history) and every ``docker history --no-trunc`` entry."""
+    wanted = [n.encode() for n in needles]
+    found: list[str] = []
+    for entry in client.api.history(tag):
+        created_by = str(entry.get("CreatedBy", "")).encode()
+        found += [f"history {entry.get('Id')}: {n.decode()}" for n in wanted if n in created_by]
+    with saved_image(client, tag) as outer:
+        for member in outer:
+            if not member.isfile():
+                continue
+            handle = outer.extractfile(member)
+            assert handle is not None
+            data = handle.read()
+            try:
+                with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as layer:
+                    for inner in layer:
+                        if not inner.isfile():
+                            continue
+                        body = layer.extractfile(inner)
+                        content = body.read() if body is not None else b""
+                        found += [f"{member.name}: {inner.name}" for n in wanted if n in content]
+            except tarfile.ReadError:
+                found += [f"{member.name}" for n in wanted if n in data]  # config, manifest
+    return found
+
+
+def assert_installed_offline(install: str, bundle: Path) -> None:
+    """The install step's log went to the wheelhouse; from the cache, the wheelhouse it was keyed on
+    (COPY wheelhouse/ comes before it) holds every locked file, so the step's offline branch ran."""
+    if "Using cache" not in install:
+        assert "Looking in links: /tmp/envbuild/wheelhouse" in install, install
+        return
+    lock = json.loads((bundle / "envbuild.lock.json").read_text())
+    installed = [d for d in lock["distributions"] if d.get("role", "install") == "install"]
+    wanted = {f["filename"] for d in installed for f in d["files"]}
+    present = {p.name for p in (bundle / "wheelhouse").glob("*.whl")}
+    assert wanted and wanted <= present, sorted(wanted - present)

@@ -17,6 +17,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from index_support import IndexTree, IndexURLs, build_index_tree, serve_tree
+from lock_support import clean_env
+from torch_universe import UniverseURLs, build_universe, serve_universe
 
 REPO = Path(__file__).resolve().parent.parent
 BASE_IMAGE = os.environ.get("ENVBUILD_TEST_BASE_IMAGE", "envbuild/debian:12")
@@ -131,6 +134,61 @@ def _no_user_overlay(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyte
     """No test sees the user's catalog overlay (``envbuild catalog refresh`` writes it under
     $XDG_DATA_HOME/envbuild): every test gets an empty data folder of its own, subprocesses included."""
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("xdg-data")))
+
+
+# ---------------------------------------------------------------- loopback indexes for uv (lock, fetch)
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> IndexTree:
+    """The standard universe of tests/index_support.py, built once per module (a module that needs
+    another one overrides ``tree``; ``urls`` then serves that)."""
+    return build_index_tree(tmp_path_factory.mktemp("universe"))
+
+
+@pytest.fixture(scope="module")
+def urls(tree: IndexTree) -> Iterator[IndexURLs]:
+    """``tree`` served on loopback, one server per index (``urls.main``, ``urls.cpu``, ``urls.cu128``)."""
+    with serve_tree(tree) as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
+def torch_urls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UniverseURLs]:
+    """The torch universe of tests/torch_universe.py (torch's recorded dependency graph), served."""
+    with serve_universe(build_universe(tmp_path_factory.mktemp("torch-universe"))) as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The environment for ``envbuild lock``/``fetch`` against those indexes (lock_support.clean_env): one
+    uv cache per module, so a module must not change a file it serves (it takes ``no_engine_env``)."""
+    return clean_env(tmp_path_factory.mktemp("uv-cache"))
+
+
+NO_ENGINE = "unix:///nonexistent/envbuild-test-docker.sock"
+
+
+@pytest.fixture
+def no_engine_env(tmp_path: Path) -> dict[str, str]:
+    """``env`` with a uv cache of the test's own (it may change a served file) and ``DOCKER_HOST`` at a
+    socket that does not exist: exit 3 (no engine) proves every check before the engine passed."""
+    return {**clean_env(tmp_path / "uv-cache"), "DOCKER_HOST": NO_ENGINE}
+
+
+@pytest.fixture
+def fetched(tmp_path: Path, urls: IndexURLs, no_engine_env: dict[str, str]) -> Path:
+    """A bundle for leftpad (-> fakedep 1.0), locked against the loopback index and fetched."""
+    from wheelhouse_support import run, write_profile
+
+    profile = write_profile(tmp_path, "wh", "leftpad==1.0")
+    bundle = tmp_path / "bundle"
+    assert run("render", profile, "--out", bundle, env=no_engine_env).returncode == 0
+    proc = run("fetch", bundle, "--no-tools", "--index-url", urls.main, env=no_engine_env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("locked the bundle, then fetched 2 wheel(s)")
+    return bundle
 
 
 @pytest.fixture(scope="session")

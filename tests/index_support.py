@@ -50,10 +50,10 @@ import subprocess
 import tarfile
 import threading
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
@@ -66,9 +66,12 @@ __all__ = [
     "IndexTree",
     "IndexURLs",
     "build_index_tree",
+    "dripping_server",
+    "loopback",
     "make_sdist",
     "make_wheel",
     "normalize",
+    "serve_folder",
     "serve_index",
     "serve_tree",
     "sha256_of",
@@ -494,7 +497,24 @@ def serve_index(
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"no index folder {root}")
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(root, auth, quoted))
+    with loopback(_handler(root, auth, quoted), tls=tls, name=f"index:{root.name}") as base:
+        yield base
+
+
+@contextmanager
+def loopback(
+    handler: Callable[..., BaseHTTPRequestHandler],
+    *,
+    tls: tuple[Path, Path] | None = None,
+    name: str = "loopback",
+) -> Iterator[str]:
+    """Serve ``handler`` on 127.0.0.1 (a free port) from a daemon thread: the one server of the tests.
+
+    Yields the base URL ``http://127.0.0.1:<port>`` (``https://`` with ``tls`` = (certificate, key)); the
+    server is shut down and closed when the block ends.  :func:`serve_index` and :func:`serve_folder`
+    serve files with it; a test that needs a server to misbehave (drip bytes, answer wrong ones) passes
+    its own handler."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     scheme = "http"
     if tls is not None:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -503,7 +523,7 @@ def serve_index(
         scheme = "https"
     server.daemon_threads = True
     thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.05}, name=f"index:{root.name}", daemon=True
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, name=name, daemon=True
     )
     thread.start()
     try:
@@ -512,6 +532,59 @@ def serve_index(
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+@contextmanager
+def serve_folder(root: Path, hits: list[str] | None = None) -> Iterator[str]:
+    """Serve the files under ``root`` as they are (a static web server: ``<base>/<relative path>``,
+    ``index.html`` for a folder), each requested path appended to ``hits`` when given."""
+
+    class Folder(SimpleHTTPRequestHandler):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, directory=str(root), **kwargs)
+
+        def do_GET(self) -> None:
+            if hits is not None:
+                hits.append(self.path)
+            super().do_GET()
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    with loopback(Folder, name=f"folder:{root.name}") as base:
+        yield base
+
+
+@contextmanager
+def dripping_server(size: int) -> Iterator[str]:
+    """A server that misbehaves (a download interrupted mid-way): every path answers 200 with a
+    Content-Length of ``size``, then ``/trickle/...`` sends 1 KiB every 20 ms and every other path sends
+    nothing, until the block ends."""
+    stop = threading.Event()
+
+    class Drip(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(size))
+            self.end_headers()
+            try:
+                while not stop.is_set():
+                    if self.path.startswith("/trickle/"):
+                        self.wfile.write(b"x" * 1024)
+                        self.wfile.flush()
+                    stop.wait(0.02)
+            except OSError:  # the client went away
+                pass
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    try:
+        with loopback(Drip, name="dripping") as base:
+            yield base
+    finally:
+        stop.set()
 
 
 # ---------------------------------------------------------------- the standard universe

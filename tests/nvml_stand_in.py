@@ -259,3 +259,7 @@ def run_envbuild(
         out: dict[str, Any] = pickle.load(fh)
     out["calls"] = set(calls.read_text(encoding="utf-8").split()) if calls.exists() else set()
     return out
+
+
+# The stand-in libraries built: each name, and the NVML functions it hides (an older driver).
+LIBRARIES = {"full": (), "before-r535": BEFORE_R535, "before-r510": BEFORE_R510}

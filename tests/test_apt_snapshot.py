@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from build_support import envbuild
 from conftest import BASE_IMAGE
-from test_dockerfile_lint import hadolint
+from render_support import hadolint
 
 SNAPSHOT = "20261130T000000Z"
 

@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from blender_support import SUMS, TARBALL, release, unpinned
+from build_support import lock_by_hand
 
 from envbuild import __version__
 from envbuild.errors import BuildError, BundleError
 from envbuild.models import Lock, read_lock
-from tests.build_support import lock_by_hand
-from tests.test_build_fetch_blender import SUMS, TARBALL, release, unpinned
 
 TINY = Path(__file__).parent / "data" / "bundles" / "tiny"
 

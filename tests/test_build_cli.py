@@ -2,27 +2,20 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
+import cli_support
 import pytest
+from cli_support import environ
 
 TINY = Path(__file__).parent / "data" / "bundles" / "tiny"
 NO_ENGINE = {"DOCKER_HOST": "unix:///nonexistent/docker.sock", "PIP_RETRIES": "0"}
 
 
-def envbuild(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "envbuild", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **NO_ENGINE},
-        cwd=cwd,
-        timeout=300,
-    )
+def envbuild(*args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    return cli_support.envbuild(*args, env=environ(**NO_ENGINE, **env), cwd=cwd, timeout=300)
 
 
 @pytest.mark.parametrize(
@@ -65,25 +58,13 @@ def test_fetch_command_reports_what_it_fetched(tmp_path: Path) -> None:
 
 
 def test_build_profile_ref_checks_arguments_before_rendering(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "envbuild", "build", "pytorch-cpu", "--tag", "BAD TAG"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **NO_ENGINE, "XDG_CACHE_HOME": str(tmp_path)},
-        timeout=120,
-    )
+    proc = envbuild("build", "pytorch-cpu", "--tag", "BAD TAG", XDG_CACHE_HOME=str(tmp_path))
     assert proc.returncode == 2 and "--tag: 'BAD TAG'" in proc.stderr
     assert not (tmp_path / "envbuild" / "bundles").exists()  # nothing rendered, nothing fetched
 
 
 def test_build_without_engine_exits_3_before_rendering(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "envbuild", "build", "ubuntu", "--tag", "x:1"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **NO_ENGINE, "XDG_CACHE_HOME": str(tmp_path)},
-        timeout=120,
-    )
+    proc = envbuild("build", "ubuntu", "--tag", "x:1", XDG_CACHE_HOME=str(tmp_path))
     assert proc.returncode == 3, proc.stderr
     assert "cannot reach the Docker engine at unix:///nonexistent/docker.sock" in proc.stderr
     assert "scripts/docker-engine.sh" in proc.stderr and "Traceback" not in proc.stderr

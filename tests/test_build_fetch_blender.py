@@ -10,36 +10,23 @@ without its ``[[tarball]]`` pins (``unpinned``); tests/test_fetch_blender_pins.p
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import hashlib
 import re
 import subprocess
-import tarfile
-import threading
 from collections.abc import Iterator
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import dockerfile
 import pytest
+from blender_support import SUMS, TARBALL, release, unpinned
+from index_support import serve_folder
 
-from envbuild.catalog import Catalog, load_catalog
 from envbuild.errors import BuildError, UsageError
 from envbuild.image.fetch import fetch_blender
 from envbuild.models import Lock
 from envbuild.plan import check
 from envbuild.profile import load_profile
 from envbuild.render import make_lock, render_dockerfile
-
-TARBALL = "blender-4.5.3-linux-x64.tar.xz"
-SUMS = "blender-4.5.3.sha256"
-
-
-def unpinned() -> Catalog:
-    """The packaged catalog without its pinned tarball sha256s (``[[tarball]]`` rows)."""
-    catalog = load_catalog()
-    return dataclasses.replace(catalog, blender=dataclasses.replace(catalog.blender, tarball=()))
 
 
 @pytest.fixture
@@ -50,37 +37,12 @@ def lock() -> Lock:
     return made
 
 
-def release(folder: Path, *, listed: bytes | None = None) -> str:
-    """A stand-in tarball and its checksum list in ``folder``; returns the tarball's sha256.
-
-    ``listed``: other bytes whose digest the list gives instead (a tampered or wrong download)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    payload = folder / "blender-4.5.3-linux-x64"
-    payload.mkdir()
-    (payload / "blender").write_text("#!/bin/sh\necho 'Blender 4.5.3 (stand-in)'\n")
-    with tarfile.open(folder / TARBALL, "w:xz") as tar:
-        tar.add(payload, arcname=payload.name)
-    (payload / "blender").unlink()
-    payload.rmdir()
-    digest = hashlib.sha256((folder / TARBALL).read_bytes()).hexdigest()
-    shown = hashlib.sha256(listed).hexdigest() if listed is not None else digest
-    (folder / SUMS).write_text(f"{'e' * 64}  blender-4.5.3-windows-x64.zip\n{shown}  {TARBALL}\n")
-    return digest
-
-
 @pytest.fixture
 def http_folder(tmp_path: Path) -> Iterator[tuple[Path, str]]:
     root = tmp_path / "served"
     root.mkdir()
-    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(root))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield root, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_folder(root) as base:
+        yield root, base
 
 
 def test_local_tarball_with_its_checksum_list_beside_it(lock: Lock, tmp_path: Path) -> None:

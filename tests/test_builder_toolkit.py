@@ -6,16 +6,14 @@ compile in tests/test_toolkit_compile.py.
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_plan_support import profile
+from cli_support import envbuild, environ
+from plan_support import profile
 
 from envbuild.errors import ProfileError
 from envbuild.models import CheckResult, Profile
@@ -101,9 +99,7 @@ def test_a_bad_value_of_the_option_is_refused_naming_the_key_and_the_choices(tmp
     text = str(raised.value)
     assert "base.builder" in text and "'devel' is not a valid base.builder" in text, text
     assert "did you mean 'devel-image'" in text and "valid: auto, devel-image" in text, text
-    proc = subprocess.run(
-        [sys.executable, "-m", "envbuild", "check", str(path)], capture_output=True, text=True, check=False
-    )
+    proc = envbuild("check", path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and "base.builder" in proc.stderr
 
 
@@ -181,13 +177,7 @@ def test_no_toolkit_step_without_cuda13_or_without_gpu_code() -> None:
 def test_check_names_the_builder(tmp_path: Path) -> None:
     text = 'name = "x"\nextends = "pytorch"\n[base]\nos = "debian12"\n[python]\nversion = "3.11"\n'
     path = _write(tmp_path, text)
-    proc = subprocess.run(
-        [sys.executable, "-m", "envbuild", "check", str(path)],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, "COLUMNS": "300"},
-    )
+    proc = envbuild("check", path, env=environ(COLUMNS="300"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows: dict[str, Any] = {}
     for line in proc.stdout.splitlines():
@@ -198,7 +188,7 @@ def test_check_names_the_builder(tmp_path: Path) -> None:
 
 
 def test_a_source_build_with_the_toolkit_lints_clean_and_sets_the_variables_on_its_run_line() -> None:
-    from test_dockerfile_lint import hadolint
+    from render_support import hadolint
 
     base = profile(**CUDA13, **DEBIAN)
     text = _dockerfile(replace(base, python=replace(base.python, build_from_source=("flash-attn",))))

@@ -22,10 +22,10 @@ import os
 import subprocess
 import sys
 import tarfile
-import zipfile
 from pathlib import Path
 
 import pytest
+from build_support import minimal_wheel
 from validate_support import cpu_lock
 
 from envbuild.boundary import to_json
@@ -41,17 +41,6 @@ SCRIPT = REPO / "envbuild" / "built_key.py"
 SDIST = "ab" * 32
 REAL = "eb_addop-1.0-cp311-cp311-linux_x86_64.whl"
 EVIL = "evil_pkg-6.6.6-py3-none-any.whl"
-
-
-def make_wheel(path: Path, name: str, version: str, extra: dict[str, str] | None = None) -> str:
-    """A wheel file at ``path`` whose ``.dist-info/METADATA`` says ``name`` ``version``; its sha256."""
-    info = f"{name.replace('-', '_')}-{version}.dist-info"
-    with zipfile.ZipFile(path, "w") as archive:
-        archive.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-        archive.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: false\n")
-        for member, text in (extra or {}).items():
-            archive.writestr(member, text)
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def run_builder(action: str, tmp_path: Path, built: Path, *more: str) -> str:
@@ -70,7 +59,7 @@ def honest(tmp_path: Path) -> Path:
     """built-wheels/ as a build of eb-addop left it: the wheel and the key record ``record`` wrote."""
     folder = tmp_path / "bundle" / "built-wheels"
     folder.mkdir(parents=True)
-    make_wheel(folder / REAL, "eb-addop", "1.0")
+    minimal_wheel(folder / REAL, "eb-addop", "1.0")
     run_builder("record", tmp_path, folder)
     return folder
 
@@ -78,7 +67,7 @@ def honest(tmp_path: Path) -> Path:
 def plant_evil(folder: Path) -> str:
     """The attack: another distribution's wheel (a .pth runs at every start), beside a key record with
     the real key copied and the evil wheel's own sha256.  Returns that sha256."""
-    digest = make_wheel(folder / EVIL, "evil-pkg", "6.6.6", {"evil.pth": "import os; os.system('id')\n"})
+    digest = minimal_wheel(folder / EVIL, "evil-pkg", "6.6.6", {"evil.pth": "import os; os.system('id')\n"})
     real = json.loads((folder / f"{REAL}{RECORD_SUFFIX}").read_text())
     record = {"format": FORMAT, "wheel": EVIL, "wheel_sha256": digest, "key": real["key"]}
     (folder / f"{EVIL}{RECORD_SUFFIX}").write_text(json.dumps(record))
@@ -102,7 +91,7 @@ def test_the_builder_does_not_reuse_another_distributions_wheel_with_a_copied_ke
 
 def test_the_builder_checks_the_wheels_metadata_too(honest: Path, tmp_path: Path) -> None:
     """A wheel named as eb-addop whose METADATA is another distribution's is not reused either."""
-    make_wheel(honest / REAL, "evil-pkg", "6.6.6")
+    minimal_wheel(honest / REAL, "evil-pkg", "6.6.6")
     real = json.loads((honest / f"{REAL}{RECORD_SUFFIX}").read_text())
     real["wheel_sha256"] = hashlib.sha256((honest / REAL).read_bytes()).hexdigest()
     (honest / f"{REAL}{RECORD_SUFFIX}").write_text(json.dumps(real))
@@ -176,7 +165,7 @@ def test_a_kept_wheel_whose_sha256_differs_from_the_build_record_is_refused(
     record of the build that made the wheel names other bytes.  Before: accepted."""
     made = hashlib.sha256((honest / REAL).read_bytes()).hexdigest()
     write_build_record(honest.parent, "a", {REAL: made})
-    swapped = make_wheel(honest / REAL, "eb-addop", "1.0", {"evil.pth": "import os\n"})
+    swapped = minimal_wheel(honest / REAL, "eb-addop", "1.0", {"evil.pth": "import os\n"})
     record = json.loads((honest / f"{REAL}{RECORD_SUFFIX}").read_text())
     (honest / f"{REAL}{RECORD_SUFFIX}").write_text(json.dumps({**record, "wheel_sha256": swapped}))
     with pytest.raises(BuildError, match=rf"sha256 {swapped}, but the build record .* says {made} "):
@@ -203,6 +192,6 @@ def test_the_honest_wheel_goes_into_the_context_and_an_unvouched_one_does_not(
         f"built-wheels/{REAL}{RECORD_SUFFIX}",
     }
     # swapped between the check and the context: refused as it goes in
-    make_wheel(honest / REAL, "eb-addop", "1.0", {"evil.pth": "import os\n"})
+    minimal_wheel(honest / REAL, "eb-addop", "1.0", {"evil.pth": "import os\n"})
     with pytest.raises(BuildError, match="changed meanwhile; nothing was built"):
         context_names(bundle, expect_sha256=vouched.sha256)

@@ -19,13 +19,14 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
+import cli_support
 import pytest
+from index_support import loopback
 
 from envbuild.catalog.index_pages import companion_facts, torch_facts
 
@@ -114,18 +115,6 @@ HAND_PYTORCH_PAGES = {
 }
 
 
-class _Server:
-    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.port = self.httpd.server_address[1]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 def _pypi_handler(
     hand: bool, log: list[tuple[str, str]], wrong: bool = False
 ) -> type[BaseHTTPRequestHandler]:
@@ -212,37 +201,27 @@ def _overlay_file(env: dict[str, str]) -> Path:
 
 
 def envbuild(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "envbuild", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-        timeout=120,
-    )
+    return cli_support.envbuild(*args, env=env, cwd=REPO)
 
 
 @pytest.fixture
 def pypi_recorded() -> Iterator[tuple[str, list[tuple[str, str]]]]:
     log: list[tuple[str, str]] = []
-    server = _Server(_pypi_handler(False, log))
-    yield f"http://127.0.0.1:{server.port}/simple", log
-    server.close()
+    with loopback(_pypi_handler(False, log)) as base:
+        yield f"{base}/simple", log
 
 
 @pytest.fixture
 def pypi_hand() -> Iterator[str]:
-    server = _Server(_pypi_handler(True, []))
-    yield f"http://127.0.0.1:{server.port}/simple"
-    server.close()
+    with loopback(_pypi_handler(True, [])) as base:
+        yield f"{base}/simple"
 
 
 @pytest.fixture
 def pytorch_hand() -> Iterator[tuple[str, list[str]]]:
     log: list[str] = []
-    server = _Server(_pytorch_handler(log))
-    yield f"http://127.0.0.1:{server.port}/whl", log
-    server.close()
+    with loopback(_pytorch_handler(log)) as base:
+        yield f"{base}/whl", log
 
 
 def _refresh(env: dict[str, str], index: str, torch_index: str) -> dict:
@@ -373,7 +352,7 @@ def test_new_release_from_overlay(
     assert "torch.version" in proc.stderr and "envbuild catalog refresh" in proc.stderr
 
     out = _refresh(env, pypi_hand, torch_index)
-    assert all(i["ok"] for i in out["indexes"]), out["indexes"]
+    assert [i["ok"] for i in out["indexes"]] == [True, True], out["indexes"]  # PyPI, the PyTorch index
     assert out["new"]["built_in"]["torch"] == ["2.16.0"]
     assert out["new"]["built_in"]["torchvision"] == ["0.30.0"]
     # The root page, then each variant page of the releases from the built-in catalog's oldest series
@@ -525,13 +504,8 @@ def test_new_release_pytorch_index_unreachable(tmp_path: Path, env: dict[str, st
 
 def test_disagreement_reported_built_in_kept(env: dict[str, str]) -> None:
     log: list[tuple[str, str]] = []
-    server = _Server(_pypi_handler(False, log, wrong=True))
-    try:
-        out = _refresh(
-            env, f"http://127.0.0.1:{server.port}/simple", f"http://127.0.0.1:{_closed_port()}/whl"
-        )
-    finally:
-        server.close()
+    with loopback(_pypi_handler(False, log, wrong=True)) as base:
+        out = _refresh(env, f"{base}/simple", f"http://127.0.0.1:{_closed_port()}/whl")
     assert out["disagreements"] == [
         "torch 2.15.0: the PyPI wheel's metadata names cu130 (CUDA 13); the built-in catalog says the PyPI "
         "default is cu132",

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from cli_support import check_pytorch as check
+from cli_support import envbuild
 
 REAL = Path(__file__).parent / "fixtures" / "smi" / "real"
 
@@ -51,8 +52,6 @@ def test_an_amd_capture_is_judged_by_the_same_rules() -> None:
 def test_one_capture_of_8_gpus_against_8_one_card_lots_is_information_naming_both(tmp_path: Path) -> None:
     """Issue 37 item 4: the order is 8 lots of h100 (one card each); the capture is one machine with 8.
     Before: no finding, and the summary said "the 8 lots are 8 separate machines" as if certain."""
-    import subprocess
-    import sys
 
     profile = tmp_path / "serve8.toml"  # written by hand: 8 GPUs on h100, torch declared
     profile.write_text(
@@ -60,12 +59,7 @@ def test_one_capture_of_8_gpus_against_8_one_card_lots_is_information_naming_bot
         encoding="utf-8",
     )
     capture = REAL / "nvidia-smi" / "H100SXMx8.txt"
-    proc = subprocess.run(
-        [sys.executable, "-m", "envbuild", "check", str(profile), "--smi", str(capture), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = envbuild("check", profile, "--smi", capture, "--json")
     data = json.loads(proc.stdout)
     lots = [f for f in data["findings"] if f["code"] == "I-HW-LOTS"]
     assert len(lots) == 1 and lots[0]["severity"] == "info"
@@ -74,12 +68,7 @@ def test_one_capture_of_8_gpus_against_8_one_card_lots_is_information_naming_bot
     assert "8 lots come as this one machine or as 8 machines" in message
     (line,) = data["plan"]["order"]
     assert line["lots"] == 8 and line["separate_machines"] is True  # the JSON key keeps its meaning
-    human = subprocess.run(
-        [sys.executable, "-m", "envbuild", "check", str(profile), "--smi", str(capture)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    ).stdout
+    human = envbuild("check", profile, "--smi", capture).stdout
     flat = " ".join(human.split())
     assert "the 8 lots may come as 8 separate machines (the provider rents lots" in flat
     assert "are 8 separate machines" not in flat

@@ -8,13 +8,12 @@ import json
 import os
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import click
 import jsonschema
 import pytest
-from cli_support import invoke
+from cli_support import ENVBUILD, invoke
 
 from envbuild.cli import cli
 
@@ -190,7 +189,7 @@ def test_validate_json_envelope_conforms(tmp_path: Path) -> None:
 
 def test_plain_text_off_a_terminal_and_under_no_color() -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
-    argv = [sys.executable, "-m", "envbuild", "check", "pytorch", "--target", "mi300x"]
+    argv = [*ENVBUILD, "check", "pytorch", "--target", "mi300x"]
     plain = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
     assert "\x1b[" not in plain.stdout and "error: E-VENDOR-MISMATCH" in plain.stdout
     forced = subprocess.run(

@@ -11,13 +11,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from plan_support import profile, req
 
 from envbuild.catalog import load_catalog
 from envbuild.errors import CatalogError
 from envbuild.models import Finding
 from envbuild.plan import check
 from envbuild.resources import catalog_dir
-from tests.test_plan_support import profile, req
 
 
 def _one(findings: tuple[Finding, ...], code: str) -> Finding:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from plan_support import profile, req
 
 from envbuild.plan import check
-from tests.test_plan_support import profile, req
 
 WHEEL_310 = "flash-attn @ https://example.org/flash_attn-2.6.3%2Bcu123torch2.4-cp310-cp310-linux_x86_64.whl"
 WHEEL_ANY = "tiny @ https://example.org/tiny-1.0-py3-none-any.whl"

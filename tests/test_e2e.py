@@ -22,7 +22,6 @@ removed afterwards.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import secrets
@@ -30,15 +29,13 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from build_support import envbuild, ok, only_run, temporary_tag
+from build_support import assert_installed_offline, envbuild, ok, only_run, saved_image, temporary_tag
 
 from envbuild.image.refs import slug
 
@@ -124,7 +121,7 @@ def test_pytorch_cpu_validates_inside_the_image(pytorch_cpu: Built, tmp_path: Pa
     # engine already built this exact context the layer comes from the cache: Docker keys it on the
     # Dockerfile line and the bytes of every COPY before it, so the same install ran for it then.
     install = log.split("-m venv /opt/venv", 1)[1].split("\nStep ", 1)[0]
-    assert "Using cache" in install or "Looking in links: /tmp/envbuild/wheelhouse" in install, install
+    assert_installed_offline(install, pytorch_cpu.bundle)
     lock = json.loads((pytorch_cpu.bundle / "envbuild.lock.json").read_text())
     assert lock["resolved"] is True
     locked = {d["name"]: d for d in lock["distributions"]}
@@ -214,56 +211,6 @@ def test_container_structure_test_catches_a_left_wheel(drifted: str) -> None:
     assert "Failures:    1" in proc.stdout
     failing = proc.stdout.split("=== RUN: Command Test: no wheel file is left anywhere in the file system")[1]
     assert failing.split("=== RUN:")[0].count("--- FAIL") == 1
-
-
-def planted_env() -> dict[str, str]:
-    """Secrets in the environment of ``build`` and ``validate``, random so nothing matches by chance."""
-    token = secrets.token_hex(20)
-    return {
-        "HF_TOKEN": f"hf_{token}",
-        "OPENAI_API_KEY": f"sk-proj-{token}",
-        "GITHUB_PAT": f"ghp_{token}",
-        "ENVBUILD_TEST_DB_URL": f"https://builder:{token[:12]}pw@db.example/x",
-    }
-
-
-@contextmanager
-def saved_image(client: Any, tag: str) -> Iterator[tarfile.TarFile]:
-    """The ``docker save`` archive of ``tag``, spooled to a temporary file, opened as a tar."""
-    with tempfile.TemporaryFile() as saved:
-        for chunk in client.images.get(tag).save(chunk_size=1 << 20):
-            saved.write(chunk)
-        saved.seek(0)
-        with tarfile.open(fileobj=saved) as outer:
-            yield outer
-
-
-def needles_in_image(client: Any, tag: str, needles: list[str]) -> list[str]:
-    """Where any of ``needles`` occurs: every file of every layer of ``docker save``, every other blob
-    (image config: env, labels, history) and every ``docker history --no-trunc`` entry."""
-    wanted = [n.encode() for n in needles]
-    found: list[str] = []
-    for entry in client.api.history(tag):
-        created_by = str(entry.get("CreatedBy", "")).encode()
-        found += [f"history {entry.get('Id')}: {n.decode()}" for n in wanted if n in created_by]
-    with saved_image(client, tag) as outer:
-        for member in outer:
-            if not member.isfile():
-                continue
-            handle = outer.extractfile(member)
-            assert handle is not None
-            data = handle.read()
-            try:
-                with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as layer:
-                    for inner in layer:
-                        if not inner.isfile():
-                            continue
-                        body = layer.extractfile(inner)
-                        content = body.read() if body is not None else b""
-                        found += [f"{member.name}: {inner.name}" for n in wanted if n in content]
-            except tarfile.ReadError:
-                found += [f"{member.name}" for n in wanted if n in data]  # config, manifest
-    return found
 
 
 def wheels_in_layers(client: Any, tag: str) -> list[str]:

@@ -39,7 +39,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tarfile
 import time
 import zipfile
@@ -51,10 +50,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from build_support import envbuild, only_run, temporary_tag
+from build_support import committed_images, envbuild, only_run, temporary_tag
+from cli_support import ENVBUILD
 from index_support import make_sdist, serve_index
 from packaging.utils import canonicalize_name
-from test_source_build import committed_images
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.xdist_group("cuda-image")]
 
@@ -180,7 +179,7 @@ class Clock:
 def timed_build(clock: Clock, *args: str | Path) -> str:
     """``envbuild build --quiet ARGS``, timing each Docker step from the titles it prints as they start;
     prints the steps that took 5 s or more.  Returns its output."""
-    argv = [sys.executable, "-m", "envbuild", "build", *map(str, args), "--quiet"]
+    argv = [*ENVBUILD, "build", *map(str, args), "--quiet"]
     env = {**os.environ, "PIP_RETRIES": "0"}
     started = time.monotonic()
     marks: list[tuple[float, str]] = []

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ from typing import Any
 
 import pytest
 from build_support import PrivateEngine, envbuild, fill_up, lock_by_hand, small_tmpfs
+from cli_support import ENVBUILD
 
 pytestmark = pytest.mark.docker
 BASE_IMAGE = os.environ.get("ENVBUILD_TEST_BASE_IMAGE", "envbuild/debian:12")
@@ -45,7 +45,8 @@ def engine(docker_client: Any) -> Iterator[PrivateEngine]:
 def build(bundle: Path, engine: PrivateEngine, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [
-            *(sys.executable, "-m", "envbuild", "build", str(bundle), "--tag", TAG),
+            *ENVBUILD,
+            *("build", str(bundle), "--tag", TAG),
             *("--base-image", BASE_IMAGE, "--network", "none", "--no-record", "-q", *extra),
         ],
         env={**os.environ, "DOCKER_HOST": engine.host},

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from build_support import envbuild, fill_up, small_tmpfs, tree_bytes
+from cli_support import ENVBUILD
 
 APP_FILES = 1500
 
@@ -61,7 +62,7 @@ def test_two_renders_into_one_folder_at_once_never_mix(tmp_path: Path) -> None:
             (out / "wheelhouse" / "fetched.whl").write_bytes(b"kept across renders (hand-written)")
         procs = [
             subprocess.Popen(
-                [sys.executable, "-m", "envbuild", "render", str(p), "--out", str(out)],
+                [*ENVBUILD, "render", str(p), "--out", str(out)],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,

@@ -12,14 +12,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from build_support import small_tmpfs
-from test_validate_faults import _alive, hang_script
-from validate_support import cpu_lock
+from cli_support import ENVBUILD
+from validate_support import alive, cpu_lock, hang_script
 
 from envbuild.boundary import to_json
 from envbuild.report.verify import verify_report
@@ -31,7 +30,8 @@ def validate(
 ) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [
-            *(sys.executable, "-m", "envbuild", "validate", "--lock", str(lock_file)),
+            *ENVBUILD,
+            *("validate", "--lock", str(lock_file)),
             *("--out", str(out), "--workdir", str(workdir), *extra),
         ],
         env=env,
@@ -67,7 +67,7 @@ def test_a_validator_killed_with_sigkill_is_reported_and_cleaned_up_by_the_next_
     assert hung.returncode == -signal.SIGKILL
     probe, grandchild, daemon = (int(x) for x in (tmp_path / "pids").read_text().split())
     # What a SIGKILL leaves behind: the probe's whole tree lives on (new sessions, re-parented to init).
-    assert _alive(probe) and _alive(grandchild) and _alive(daemon)
+    assert alive(probe) and alive(grandchild) and alive(daemon)
     assert sorted(p.name for p in stale_dir.iterdir()) == [RUNNING]  # no report, no manifest
 
     try:
@@ -80,9 +80,9 @@ def test_a_validator_killed_with_sigkill_is_reported_and_cleaned_up_by_the_next_
         ) in err
         assert f"Its folder {stale_dir} is kept, marked {INCOMPLETE}" in err
         deadline = time.monotonic() + 5
-        while any(_alive(p) for p in (probe, grandchild, daemon)) and time.monotonic() < deadline:
+        while any(alive(p) for p in (probe, grandchild, daemon)) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not _alive(probe) and not _alive(grandchild) and not _alive(daemon)
+        assert not alive(probe) and not alive(grandchild) and not alive(daemon)
         record = json.loads((stale_dir / INCOMPLETE).read_text())
         assert record["run_id"] == stale_dir.name and record["leftovers_killed"] >= 3
         assert not (stale_dir / RUNNING).exists()
@@ -95,7 +95,7 @@ def test_a_validator_killed_with_sigkill_is_reported_and_cleaned_up_by_the_next_
         assert again.returncode == 0 and "did not complete" not in err, err  # told once, not every run
     finally:
         for pid in (probe, grandchild, daemon):
-            if _alive(pid):
+            if alive(pid):
                 os.kill(pid, signal.SIGKILL)
 
 

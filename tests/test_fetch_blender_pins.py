@@ -18,6 +18,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from blender_support import SUMS, TARBALL, release, unpinned
 
 from envbuild.catalog import Catalog, load_catalog
 from envbuild.catalog.blender_rows import BlenderTarball
@@ -27,7 +28,6 @@ from envbuild.models import Lock, lock_json, read_lock
 from envbuild.plan import check
 from envbuild.profile import load_profile
 from envbuild.render import make_lock
-from tests.test_build_fetch_blender import SUMS, TARBALL, release, unpinned
 
 TINY = Path(__file__).parent / "data" / "bundles" / "tiny"
 REAL_4_5_3 = "975c58fcb244273838534bba771e64ad87739216b0f9b39a888531a49a72d845"

@@ -13,17 +13,16 @@ import json
 import shutil
 import signal
 import subprocess
-import sys
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from build_support import lock_by_hand
+from cli_support import ENVBUILD
+from index_support import dripping_server
 
 from envbuild import atomic
-from tests.build_support import lock_by_hand
 
 TINY = Path(__file__).parent / "data" / "bundles" / "tiny"
 BODY = 64 * 1000 * 1000  # the Content-Length announced; far more than is ever sent
@@ -31,36 +30,9 @@ BODY = 64 * 1000 * 1000  # the Content-Length announced; far more than is ever s
 
 @pytest.fixture
 def slow_server() -> Iterator[str]:
-    stop = threading.Event()
-
-    class Slow(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/octet-stream")
-            self.send_header("Content-Length", str(BODY))
-            self.end_headers()
-            try:
-                while not stop.is_set():
-                    if self.path.startswith("/trickle/"):
-                        self.wfile.write(b"x" * 1024)
-                        self.wfile.flush()
-                    stop.wait(0.02)
-            except OSError:  # the client went away
-                pass
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Slow)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        stop.set()
-        server.shutdown()
-        server.server_close()
+    """Every file announced as BODY bytes: ``/trickle/...`` drips 1 KiB every 20 ms, others stall."""
+    with dripping_server(BODY) as base:
+        yield base
 
 
 def _bundle(folder: Path, base: str) -> Path:
@@ -100,7 +72,7 @@ def test_ctrl_c_stops_the_downloads_in_flight_and_removes_partial_files(
         return [p for wheel in wheels for p in atomic.leftovers(wheel)]
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "envbuild", "fetch", str(bundle), "--no-tools", "-q"],
+        [*ENVBUILD, "fetch", str(bundle), "--no-tools", "-q"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

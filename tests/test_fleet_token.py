@@ -6,10 +6,11 @@ from __future__ import annotations
 import os
 import secrets
 import subprocess
-import sys
 from pathlib import Path
 
+import cli_support
 import pytest
+from cli_support import environ
 from validate_support import cpu_lock
 
 from envbuild.boundary import to_json
@@ -20,15 +21,8 @@ from envbuild.validate.rendezvous import parse_fleet
 
 
 def envbuild(*args: str | Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
-    return subprocess.run(
-        [sys.executable, "-m", "envbuild", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env={**clean, **env},
-        timeout=300,
-        check=False,
-    )
+    clean = {k: v for k, v in environ().items() if k != TOKEN_ENV}
+    return cli_support.envbuild(*args, env={**clean, **env}, timeout=300)
 
 
 @pytest.mark.parametrize(

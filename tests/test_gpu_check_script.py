@@ -21,8 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import once_per_run
-from nvml_stand_in import LIBRARY, build
-from test_hardware_nvml import LIBRARIES
+from nvml_stand_in import LIBRARIES, LIBRARY, build
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "gpu-check.sh"

@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 from conftest import once_per_run
-from nvml_stand_in import BEFORE_R510, BEFORE_R535, build, run_envbuild, state_from_capture
+from nvml_stand_in import LIBRARIES, build, run_envbuild, state_from_capture
 
 from envbuild.catalog import load_catalog
 from envbuild.hardware.nvidia_xml import parse_nvidia_xml
@@ -95,7 +95,6 @@ STATES = {
     ),
     "processes": State("rtx-4000-sff-ada-v13.xml"),
 }
-LIBRARIES = {"full": (), "before-r535": BEFORE_R535, "before-r510": BEFORE_R510}
 
 
 @pytest.fixture(scope="session")

@@ -11,18 +11,15 @@ import tarfile
 import urllib.error
 import urllib.request
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from index_support import (
     IndexTree,
     IndexURLs,
-    build_index_tree,
     make_sdist,
     make_wheel,
     serve_index,
-    serve_tree,
     sha256_of,
     tamper,
 )
@@ -67,17 +64,6 @@ def uv_compile(tmp: Path, requirements: str, *args: str | Path) -> subprocess.Co
         env=_clean_env(),
         timeout=60,
     )
-
-
-@pytest.fixture(scope="module")
-def tree(tmp_path_factory: pytest.TempPathFactory) -> IndexTree:
-    return build_index_tree(tmp_path_factory.mktemp("universe"))
-
-
-@pytest.fixture(scope="module")
-def urls(tree: IndexTree) -> Iterator[IndexURLs]:
-    with serve_tree(tree) as served:
-        yield served
 
 
 # ---------------------------------------------------------------- wheels and sdists

@@ -18,17 +18,16 @@ import shlex
 import shutil
 import subprocess
 import sys
-import threading
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cli_support import invoke
+from index_support import serve_folder
 
 import envbuild.cli._render  # noqa: F401  (registers the command)
 from envbuild.errors import BundleError, EnvbuildError
@@ -67,33 +66,14 @@ def _tampered_wheel() -> bytes:
 
 
 @pytest.fixture
-def attacker() -> Iterator[tuple[int, list[str]]]:
-    """A find-links page and the tampered wheel on loopback: (port, the paths requested)."""
-    wheel, hits = _tampered_wheel(), []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            hits.append(self.path)
-            if self.path.endswith(".whl"):
-                body = wheel
-            else:
-                body = f'<html><body><a href="/{WHEEL}">{WHEEL}</a></body></html>'.encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/octet-stream" if body is wheel else "text/html")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server.server_address[1], hits
-    server.shutdown()
-    server.server_close()
-    thread.join()
+def attacker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, list[str]]]:
+    """A find-links page and the tampered wheel on loopback: (port, the paths requested).  Its folder is
+    outside the test's tmp_path, which a test lists to prove nothing was written there."""
+    folder, hits = tmp_path_factory.mktemp("attacker"), []
+    (folder / WHEEL).write_bytes(_tampered_wheel())
+    (folder / "index.html").write_text(f'<html><body><a href="/{WHEEL}">{WHEEL}</a></body></html>')
+    with serve_folder(folder, hits) as base:
+        yield int(base.rsplit(":", 1)[1]), hits
 
 
 def _pip_dry_run(requirements: Path) -> subprocess.CompletedProcess[str]:

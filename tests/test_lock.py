@@ -10,56 +10,19 @@ computed from the files the universe built, never copied from an expected output
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from index_support import IndexTree, IndexURLs, build_index_tree, serve_tree, sha256_of
+from index_support import IndexTree, IndexURLs, sha256_of
+from lock_support import LOCK, REQUIREMENTS, envbuild, read_lock, render, write_profile
 
 from envbuild.boundary import to_data
 
-LOCK = "envbuild.lock.json"
-REQUIREMENTS = "requirements-rebuild.txt"
-
-
-# ---------------------------------------------------------------- helpers and fixtures
-
-
-def clean_env(uv_cache: Path) -> dict[str, str]:
-    """No PIP_*/UV_* settings, no pip config file, loopback exempt from proxies, a private uv cache."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
-    no_proxy = ",".join(filter(None, [env.get("NO_PROXY", ""), "127.0.0.1", "localhost"]))
-    env.update(
-        NO_PROXY=no_proxy,
-        no_proxy=no_proxy,
-        PIP_CONFIG_FILE=os.devnull,
-        PIP_DISABLE_PIP_VERSION_CHECK="1",
-        UV_CACHE_DIR=str(uv_cache),
-    )
-    return env
-
-
-@pytest.fixture(scope="module")
-def tree(tmp_path_factory: pytest.TempPathFactory) -> IndexTree:
-    return build_index_tree(tmp_path_factory.mktemp("universe"))
-
-
-@pytest.fixture(scope="module")
-def urls(tree: IndexTree) -> Iterator[IndexURLs]:
-    with serve_tree(tree) as served:
-        yield served
-
-
-@pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    # One uv cache for the module: no test here changes a served file, so a cached URL stays true.
-    return clean_env(tmp_path_factory.mktemp("uv-cache"))
+# ---------------------------------------------------------------- helpers
 
 
 @pytest.fixture
@@ -69,65 +32,9 @@ def in_process(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(key, env[key])
 
 
-def envbuild(
-    env: dict[str, str], *args: str | Path, cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "envbuild", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=120,
-        check=False,
-    )
-
-
-def write_profile(
-    folder: Path, name: str, packages: list[str] | None = None, requirements: str | None = None
-) -> Path:
-    """``folder/profile.toml`` (custom, Debian 12, Python 3.11) and, when given, ``requirements.txt``."""
-    folder.mkdir(parents=True, exist_ok=True)
-    lines = [
-        f'name = "{name}"',
-        'kind = "custom"',
-        "[base]",
-        'os = "debian12"',
-        "[python]",
-        'version = "3.11"',
-        f"packages = {json.dumps(packages or [])}",
-    ]
-    if requirements is not None:
-        (folder / "requirements.txt").write_text(requirements, encoding="utf-8")
-        lines.append('requirements = ["requirements.txt"]')
-    path = folder / "profile.toml"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
-def render(
-    env: dict[str, str],
-    tmp_path: Path,
-    name: str,
-    packages: list[str] | None = None,
-    requirements: str | None = None,
-    *,
-    force: bool = False,
-) -> Path:
-    profile = write_profile(tmp_path / f"{name}-profile", name, packages, requirements)
-    bundle = tmp_path / f"{name}-bundle"
-    done = envbuild(env, "render", profile, "--out", bundle, *(["--force"] if force else []))
-    assert done.returncode == 0, done.stdout + done.stderr
-    return bundle
-
-
 def snapshot(folder: Path) -> dict[str, bytes]:
     """Every file under ``folder`` (relative path -> bytes)."""
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def read_lock(bundle: Path) -> dict[str, Any]:
-    return json.loads((bundle / LOCK).read_text(encoding="utf-8"))
 
 
 def block(requirements: str, spec: str) -> str:

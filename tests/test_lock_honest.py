@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 from index_support import make_sdist, make_wheel
+from lock_support import envbuild
 from packaging.version import Version
-from test_lock import clean_env, envbuild
 from torch_universe import UniverseURLs, build_universe, serve_universe
 
 from envbuild.lock.releases import series_behind, served
@@ -49,11 +49,6 @@ def urls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UniverseURLs]:
     make_sdist(pypi, "srconly", "1.0")
     with serve_universe(universe) as served_urls:
         yield served_urls
-
-
-@pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    return clean_env(tmp_path_factory.mktemp("uv-cache"))
 
 
 def profile(

@@ -33,11 +33,10 @@ from index_support import (
     build_index_tree,
     make_wheel,
     serve_index,
-    serve_tree,
     sha256_of,
     tamper,
 )
-from test_lock import clean_env, envbuild, read_lock, render
+from lock_support import envbuild, read_lock, render
 
 from envbuild.lock.urls import lock_url
 from envbuild.render.readme import ROUTE_BEGIN, ROUTE_END
@@ -49,17 +48,6 @@ NO_ENGINE = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory: pytest.TempPathFactory) -> IndexTree:
     return build_index_tree(tmp_path_factory.mktemp("universe"), with_setuptools=False)
-
-
-@pytest.fixture(scope="module")
-def urls(tree: IndexTree) -> Iterator[IndexURLs]:
-    with serve_tree(tree) as served:
-        yield served
-
-
-@pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    return clean_env(tmp_path_factory.mktemp("uv-cache"))
 
 
 def route_command(bundle: Path, *, with_pip: bool) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from index_support import IndexURLs, build_index_tree, serve_tree, sha256_of
-from test_lock import clean_env, envbuild
+from lock_support import clean_env, envbuild
 
 from envbuild.lock.uv import uv_binary
 

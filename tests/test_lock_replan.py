@@ -10,13 +10,13 @@ driver floor, and what lock writes into the bundle.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_lock import clean_env, envbuild
-from torch_universe import UniverseURLs, build_universe, serve_universe
+from lock_support import envbuild
+from lock_support import h100_profile as profile
+from torch_universe import UniverseURLs
 
 from envbuild.models import LockedDistribution, LockedFile
 from envbuild.plan import check
@@ -25,37 +25,9 @@ from envbuild.profile import load_profile
 
 
 @pytest.fixture(scope="module")
-def urls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UniverseURLs]:
-    with serve_universe(build_universe(tmp_path_factory.mktemp("torch-universe"))) as served:
-        yield served
-
-
-@pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    return clean_env(tmp_path_factory.mktemp("uv-cache"))
-
-
-def profile(folder: Path, *lines: str, packages: tuple[str, ...] = (), torch: str | None = None) -> Path:
-    """A custom (or, with ``torch``, pytorch) profile for an H100, CPython 3.12, Ubuntu 24.04."""
-    folder.mkdir(parents=True, exist_ok=True)
-    text = [
-        'name = "replan"',
-        f'kind = "{"pytorch" if torch else "custom"}"',
-        "[accelerator]",
-        'backend = "cuda"',
-        'targets = ["h100"]',
-        *lines,
-        "[python]",
-        'version = "3.12"',
-        f"packages = {json.dumps(list(packages))}",
-        "[validate]",
-        "compile_extensions = false",
-    ]
-    if torch:
-        text += ["[torch]", f'version = "{torch}"']
-    path = folder / "profile.toml"
-    path.write_text("\n".join(text) + "\n", encoding="utf-8")
-    return path
+def urls(torch_urls: UniverseURLs) -> UniverseURLs:
+    """The torch universe, served (``torch_urls`` of tests/conftest.py)."""
+    return torch_urls
 
 
 def check_json(env: dict[str, str], path: Path, *args: str) -> tuple[int, dict[str, Any]]:

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 from cli_support import invoke
+from plan_support import profile, req
 
 from envbuild.catalog import load_catalog
 from envbuild.models import CheckResult, Finding
 from envbuild.plan import check
 from envbuild.profile import builtin_names, load_profile
 from envbuild.render.readme import render_readme
-from tests.test_plan_support import profile, req
 
 # What an internal citation looks like in the catalog's `source` strings (envbuild/data/*.toml) and
 # in the design notes they quote; none of it means anything to a user deciding what to order.

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
+
+from cli_support import envbuild
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def run(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "envbuild", *args], capture_output=True, text=True, cwd=cwd, timeout=120
-    )
+    return envbuild(*args, cwd=cwd)
 
 
 def write_profile(tmp_path: Path, target: str, gpus: int, resources: str = "") -> Path:

@@ -5,9 +5,9 @@ accepts (before: ``envbuild/${{ matrix.profile }}`` from a path: ``envbuild//tmp
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
+
+from cli_support import envbuild
 
 from envbuild.render.ci import image_component, tag_word, workflow_ref
 
@@ -29,13 +29,7 @@ def test_an_absolute_profile_path_in_a_repository_is_relative_in_the_ci_snippet(
     profile = repo / "envs" / "Serve Job.toml"
     profile.write_text('name = "serve_job.v2"\nextends = "pytorch"\n', encoding="utf-8")
     out = tmp_path / "b"
-    proc = subprocess.run(
-        [sys.executable, "-m", "envbuild", "render", str(profile), "--target", "h100", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-    )
+    proc = envbuild("render", profile, "--target", "h100", "--out", out, cwd=REPO)
     assert proc.returncode == 0, proc.stderr
     flow = workflow((out / "README.md").read_text(encoding="utf-8"))
     assert str(tmp_path) not in flow

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
+from plan_support import profile, req
 
 from envbuild.catalog import CardEntry, load_catalog
 from envbuild.errors import ProfileError, UsageError
@@ -17,7 +18,6 @@ from envbuild.plan.context import Context
 from envbuild.plan.environment import check_glibc
 from envbuild.plan.hardware import check_arch, check_toolkit_minimums
 from envbuild.versions import applies_on_image, image_platforms, validate_driver, wheel_problem
-from tests.test_plan_support import profile, req
 
 
 def test_cuda_plan_runtime_and_pins() -> None:

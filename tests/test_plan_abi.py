@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from plan_support import profile, req
 
 from envbuild.errors import CatalogError
 from envbuild.models import CheckResult, Finding
 from envbuild.plan import check
 from envbuild.plan.abi_data import load_abi_data
 from envbuild.resources import catalog_dir
-from tests.test_plan_support import profile, req
 
 RELEASES = "https://github.com/Dao-AILab/flash-attention/releases/download/v2.8.3/"
 FLASH = RELEASES + "flash_attn-2.8.3+cu12torch2.7cxx11abiTRUE-cp311-cp311-linux_x86_64.whl"

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from plan_support import profile
+
 from envbuild.cli._check import _base_row
 from envbuild.models import CheckResult
 from envbuild.plan import check
-from tests.test_plan_support import profile
 
 
 def _message(result: CheckResult, code: str) -> str:

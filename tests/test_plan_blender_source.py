@@ -6,11 +6,10 @@ read from https://pypi.org/simple/bpy/); the profiles below are written by hand.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_support import envbuild
 
 from envbuild.errors import ProfileError
 from envbuild.models import Finding
@@ -94,9 +93,7 @@ def test_bad_source_names_file_key_and_choices(tmp_path: Path) -> None:
     text = str(info.value)
     assert "blender.source" in text and "'pip' is not a valid blender.source" in text
     assert "official" in text and "pypi" in text and str(path.name) in text
-    proc = subprocess.run(
-        [sys.executable, "-m", "envbuild", "check", str(path)], capture_output=True, text=True, check=False
-    )
+    proc = envbuild("check", path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "blender.source" in proc.stderr
 

@@ -3,10 +3,11 @@ multi-device cards (MI250X), and ROCm targets getting ROCm advice only."""
 
 from __future__ import annotations
 
+from plan_support import profile
+
 from envbuild.models import CheckResult, Finding
 from envbuild.plan import check
 from envbuild.render.readme import render_readme
-from tests.test_plan_support import profile
 
 
 def _one(result: CheckResult, code: str) -> Finding:

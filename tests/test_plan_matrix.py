@@ -9,12 +9,12 @@ import itertools
 import re
 
 import pytest
+from plan_support import profile
 
 from envbuild.catalog import load_catalog
 from envbuild.models import CheckResult
 from envbuild.plan import check
 from envbuild.profile import builtin_names, load_profile
-from tests.test_plan_support import profile
 
 CODE = re.compile(r"^(E|W|I)-[A-Z0-9]+(-[A-Z0-9]+)*$")
 SEVERITY = {"E": "error", "W": "warning", "I": "info"}

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_support import envbuild
 
 from envbuild.catalog import load_catalog
 
@@ -18,9 +18,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "envbuild", *args], capture_output=True, text=True, cwd=REPO, timeout=120
-    )
+    return envbuild(*args, cwd=REPO)
 
 
 def profile(tmp_path: Path, packages: str = "", requirements: str | None = None) -> str:

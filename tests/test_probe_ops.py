@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_plan_support import profile
+from plan_support import profile
 
 from envbuild.models import PROBE_OPS_IN_IMAGE
 from envbuild.plan import check

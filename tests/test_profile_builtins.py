@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_support import invoke
+from cli_support import envbuild, invoke
 from packaging.utils import parse_wheel_filename
 
 from envbuild.cli import _profiles, cli  # _profiles registers the command
@@ -137,9 +137,7 @@ def test_profiles_cli_json() -> None:
 
 def test_profiles_cli_real_process() -> None:
     assert cli.commands["profiles"] is _profiles.profiles_command  # registered under its name
-    done = subprocess.run(
-        [sys.executable, "-m", "envbuild", "profiles", "--json"], capture_output=True, text=True, timeout=60
-    )
+    done = envbuild("profiles", "--json", timeout=60)
     assert done.returncode == 0, done.stderr
     assert [r["name"] for r in json.loads(done.stdout)] == BUILTINS
 

@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
+from cli_support import invoke
 
 from envbuild.errors import EXIT_USAGE, ProfileError
 from envbuild.profile import load_profile
-from tests.cli_support import invoke
 
 
 def _write(folder: Path, text: str, name: str = "p.toml") -> Path:

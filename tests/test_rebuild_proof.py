@@ -23,7 +23,7 @@ import pytest
 from build_support import envbuild, temporary_tag
 from conftest import BASE_IMAGE
 from index_support import IndexTree, build_index_tree, make_wheel, serve_tree
-from test_lock import clean_env
+from lock_support import clean_env
 
 from envbuild.image.refs import slug
 

@@ -16,8 +16,7 @@ from pathlib import Path
 
 import dockerfile
 import pytest
-from test_render_dockerfile import BLENDER
-from test_render_plans import cuda_plan
+from render_support import BLENDER, cuda_plan
 
 from envbuild.render import render_dockerfile
 
@@ -62,8 +61,18 @@ def test_verified_tarball_is_extracted(tmp_path: Path) -> None:
     assert not (tmp_path / "work" / TARBALL).exists()
 
 
-@pytest.mark.parametrize("case", ["tampered", "missing-line", "near-miss-name"])
-def test_bad_checksum_stops_before_extraction(tmp_path: Path, case: str) -> None:
+NO_LINE = "sha256sum: 'standard input': no properly formatted checksum lines found"  # grep kept none
+
+
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("tampered", "sha256sum: WARNING: 1 computed checksum did NOT match"),
+        ("missing-line", NO_LINE),
+        ("near-miss-name", NO_LINE),
+    ],
+)
+def test_bad_checksum_stops_before_extraction(tmp_path: Path, case: str, message: str) -> None:
     digest = hashlib.sha256(make_release(tmp_path / "src")).hexdigest()
     lines = {
         "tampered": ["0" * 64 + f"  {TARBALL}"],
@@ -71,5 +80,8 @@ def test_bad_checksum_stops_before_extraction(tmp_path: Path, case: str) -> None
         "near-miss-name": [f"{digest}  {TARBALL}.old", "0" * 64 + f"  x{TARBALL}"],
     }[case]
     proc = run_stage(tmp_path, lines)
-    assert proc.returncode != 0
+    assert proc.returncode == 1, proc.stderr  # sha256sum -c's exit status, through pipefail
+    assert message in proc.stderr
+    if case == "tampered":
+        assert f"{TARBALL}: FAILED" in proc.stdout
     assert not (tmp_path / "opt-blender").exists()

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_render_plans import cuda_plan, profile, result
+from render_support import cuda_plan, profile, result
 
 from envbuild.errors import BundleError, IncompatibleError
 from envbuild.models import Finding, Plan

@@ -12,7 +12,7 @@ import uuid
 from typing import Any
 
 import pytest
-from test_render_plans import cuda_plan, profile
+from render_support import cuda_plan, profile
 
 from envbuild.render import render_dockerfile
 

@@ -8,43 +8,11 @@ from pathlib import Path
 
 import dockerfile
 import pytest
-from test_render_plans import CPU, MI300X, cuda_plan, profile, req
+from render_support import BLENDER, cpu_plan, cuda_plan, profile, req, rocm_plan
 
 from envbuild.errors import BundleError
-from envbuild.models import Plan
 from envbuild.render import render_dockerfile
 from envbuild.render.quote import docker_str, md, md_code
-
-BLENDER = {
-    "blender_version": "4.5.3",
-    "blender_url": "https://download.blender.org/release/Blender4.5/blender-4.5.3-linux-x64.tar.xz",
-    "blender_sha256_url": "https://download.blender.org/release/Blender4.5/blender-4.5.3.sha256",
-}
-
-
-def rocm_plan() -> Plan:
-    return cuda_plan(
-        targets=(MI300X,),
-        backend="rocm",
-        os="ubuntu22.04",
-        base_image="rocm/dev-ubuntu-22.04:6.3",
-        base_flavor="rocm-dev",
-        python_provision="deadsnakes",
-        accelerator_version="6.3",
-        torch_variant="rocm6.3",
-        min_driver=None,
-    )
-
-
-def cpu_plan() -> Plan:
-    return cuda_plan(
-        targets=(CPU,),
-        backend="cpu",
-        os="debian12",
-        base_image="debian:12",
-        base_flavor="os",
-        python_version="3.11",
-    )
 
 
 def stages(text: str) -> list[list[tuple[str, str]]]:

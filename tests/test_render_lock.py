@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_render_plans import B200, CPU, H100, cuda_plan, profile, req
+from render_support import B200, CPU, H100, cuda_plan, profile, req
 
 from envbuild import __version__
 from envbuild.errors import BundleError

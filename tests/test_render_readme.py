@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from test_render_dockerfile import cpu_plan, rocm_plan
-from test_render_plans import B200, H100, cuda_plan, profile, result
+from render_support import B200, H100, cpu_plan, cuda_plan, profile, result, rocm_plan
 
 from envbuild.catalog.order import lots_needed
 from envbuild.models import Finding, ResourcesSpec

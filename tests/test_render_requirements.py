@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
-from test_render_plans import cuda_plan, opt, profile, req, result
+from render_support import cuda_plan, opt, profile, req, result
 
 from envbuild import __version__
 from envbuild.errors import BundleError

@@ -12,6 +12,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+from cli_support import envbuild
 from validate_support import cpu_lock, venv_distributions
 
 from envbuild.boundary import to_json
@@ -37,12 +38,6 @@ def run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return _report(tmp_path, "a", ["interpreter", "os"])
 
 
-def _envbuild(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "envbuild", *args], capture_output=True, text=True, check=False
-    )
-
-
 def test_run_folders_are_new_and_never_reused(tmp_path: Path) -> None:
     a = _report(tmp_path, "same", ["os"])
     b = _report(tmp_path, "same", ["os"])
@@ -52,7 +47,7 @@ def test_run_folders_are_new_and_never_reused(tmp_path: Path) -> None:
 
 def test_intact_report_verifies(run_dir: Path) -> None:
     assert verify_report(run_dir) == []
-    proc = _envbuild("report", "verify", str(run_dir))
+    proc = envbuild("report", "verify", str(run_dir))
     assert proc.returncode == 0 and "intact" in proc.stdout
     lines = (run_dir / "MANIFEST.sha256").read_text().splitlines()
     assert [ln.split("  ")[1] for ln in lines] == sorted(
@@ -68,7 +63,7 @@ def test_tampered_missing_and_extra_files_fail(run_dir: Path) -> None:
     (run_dir / "os-release").unlink()
     (run_dir / "notes.txt").write_text("added after the run")
     assert verify_report(run_dir) == ["missing: os-release", "changed: report.json", "extra: notes.txt"]
-    proc = _envbuild("report", "verify", str(run_dir))
+    proc = envbuild("report", "verify", str(run_dir))
     assert proc.returncode == 1
     assert proc.stdout.splitlines() == [
         "error: E-REPORT: missing: os-release",
@@ -83,7 +78,7 @@ def test_tampered_missing_and_extra_files_fail(run_dir: Path) -> None:
 def test_missing_manifest_and_not_a_dir(tmp_path: Path, run_dir: Path) -> None:
     (run_dir / "MANIFEST.sha256").unlink()
     assert verify_report(run_dir) == ["MANIFEST.sha256 is missing (an incomplete or interrupted copy)"]
-    proc = _envbuild("report", "verify", str(tmp_path / "nope"))
+    proc = envbuild("report", "verify", str(tmp_path / "nope"))
     assert proc.returncode == 1 and "not a report directory" in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -91,10 +86,10 @@ def test_damaged_manifest_and_report_json_are_named_not_a_traceback(run_dir: Pat
     (run_dir / "MANIFEST.sha256").write_bytes(b"\xff\xfe garbage")
     assert verify_report(run_dir) == ["MANIFEST.sha256 is not UTF-8 text (damaged in the copy?)"]
     (run_dir / "report.json").write_bytes(b"\xff{}")
-    proc = _envbuild("report", "diff", str(run_dir), str(run_dir))
+    proc = envbuild("report", "diff", str(run_dir), str(run_dir))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr  # 1 means "different"
     assert f"{run_dir / 'report.json'}: not UTF-8 text" in proc.stderr
-    proc = _envbuild("report", "diff", str(run_dir / "report.json"), str(run_dir))
+    proc = envbuild("report", "diff", str(run_dir / "report.json"), str(run_dir))
     assert proc.returncode == 2 and f"{run_dir / 'report.json'}: not a report directory" in proc.stderr
 
 
@@ -214,9 +209,9 @@ def test_diff_two_reports(tmp_path: Path) -> None:
     assert "stage packages: passed -> failed" in diffs
     assert any(d.startswith("lock: ") for d in diffs)
     assert diff_reports(load_report(a), load_report(a)) == []
-    proc = _envbuild("report", "diff", str(a), str(b))
+    proc = envbuild("report", "diff", str(a), str(b))
     assert proc.returncode == 1 and "stage packages: passed -> failed" in proc.stdout.splitlines()
-    same = _envbuild("report", "diff", str(a), str(a))
+    same = envbuild("report", "diff", str(a), str(a))
     assert same.returncode == 0 and same.stdout.strip() == "no differences"
 
 
@@ -251,20 +246,20 @@ def test_redaction_helpers() -> None:
 def test_bad_lock_is_exit_2_without_traceback(tmp_path: Path) -> None:
     bad = tmp_path / "lock.json"
     bad.write_text('{"format": "envbuild.lock/9"}')
-    proc = _envbuild("validate", "--lock", str(bad), "--out", str(tmp_path / "runs"))
+    proc = envbuild("validate", "--lock", str(bad), "--out", str(tmp_path / "runs"))
     assert proc.returncode == 2
     assert "expected format envbuild.lock/1" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "runs").exists()  # nothing half-written
-    missing = _envbuild("validate", "--lock", str(tmp_path / "none.json"))
+    missing = envbuild("validate", "--lock", str(tmp_path / "none.json"))
     assert missing.returncode == 2 and "cannot read lock file" in missing.stderr
     (tmp_path / "binary.json").write_bytes(b"\xff\xfe{}")
-    binary = _envbuild("validate", "--lock", str(tmp_path / "binary.json"))
+    binary = envbuild("validate", "--lock", str(tmp_path / "binary.json"))
     assert binary.returncode == 2 and "binary.json: not UTF-8 text" in binary.stderr
     good = tmp_path / "good.json"
     good.write_text(to_json(cpu_lock(tmp_path)), encoding="utf-8")
-    stages = _envbuild("validate", "--lock", str(good), "--stages", "os,gpu", "--out", str(tmp_path / "runs"))
+    stages = envbuild("validate", "--lock", str(good), "--stages", "os,gpu", "--out", str(tmp_path / "runs"))
     assert stages.returncode == 2 and "--stages: unknown stage 'gpu'" in stages.stderr
-    timeout = _envbuild(
+    timeout = envbuild(
         "validate", "--lock", str(good), "--timeout", "os=soon", "--out", str(tmp_path / "runs")
     )
     assert timeout.returncode == 2 and "expected STAGE=SECONDS" in timeout.stderr
@@ -274,7 +269,7 @@ def test_bad_lock_is_exit_2_without_traceback(tmp_path: Path) -> None:
 def test_python_option_resolution(tmp_path: Path) -> None:
     good = tmp_path / "good.json"
     good.write_text(to_json(cpu_lock(tmp_path)), encoding="utf-8")
-    bad = _envbuild(
+    bad = envbuild(
         "validate", "--lock", str(good), "--python", str(tmp_path / "nope"), "--out", str(tmp_path / "r")
     )
     assert bad.returncode == 2 and "no executable interpreter" in bad.stderr

@@ -22,6 +22,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+from cli_support import envbuild
 from validate_support import cpu_lock
 
 from envbuild.boundary import to_json
@@ -32,12 +33,6 @@ from envbuild.validate import run_validation
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA = json.loads((REPO / "docs" / "output.schema.json").read_text(encoding="utf-8"))
 SYMPY = metadata.version("sympy")  # torch's dependency: transitive, never declared by the lock
-
-
-def _envbuild(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "envbuild", *args], capture_output=True, text=True, check=False
-    )
 
 
 def _drifted_python(root: Path) -> Path:
@@ -108,11 +103,11 @@ def test_a_transitive_distribution_that_drifted_is_named(runs: tuple[Path, Path]
     assert not [d for d in diffs if d.startswith("package ") and "sympy" not in d], diffs
     assert diff_reports(ra, ra) == []
 
-    proc = _envbuild("report", "diff", str(a), str(b))
+    proc = envbuild("report", "diff", str(a), str(b))
     assert proc.returncode == 1, proc.stderr
     assert f"package sympy: {SYMPY} -> 1.13.3" in proc.stdout.splitlines()
 
-    js = _envbuild("report", "diff", str(a), str(b), "--json")
+    js = envbuild("report", "diff", str(a), str(b), "--json")
     assert js.returncode == 1
     data = json.loads(js.stdout)
     jsonschema.validate(data, SCHEMA)
@@ -134,10 +129,10 @@ def test_an_older_report_without_the_installed_list_says_so(runs: tuple[Path, Pa
     assert [c.text for c in result.changes if c.kind == "package"] == []  # torch, the declared one, agrees
     assert len(result.notes) == 1
     assert "B (" in result.notes[0] and "only the declared packages were compared" in result.notes[0]
-    proc = _envbuild("report", "diff", str(a), str(old))
+    proc = envbuild("report", "diff", str(a), str(old))
     assert proc.returncode == 0 and proc.stdout.startswith("no differences")
     assert "note: B (" in proc.stdout
-    data = json.loads(_envbuild("report", "diff", str(a), str(old), "--json").stdout)
+    data = json.loads(envbuild("report", "diff", str(a), str(old), "--json").stdout)
     assert data["ok"] is True and [f["code"] for f in data["findings"]] == ["I-DIFF-PARTIAL"]
     jsonschema.validate(data, SCHEMA)
 

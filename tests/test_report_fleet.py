@@ -11,8 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import subprocess
-import sys
 from html.parser import HTMLParser
 from importlib import metadata
 from pathlib import Path
@@ -20,6 +18,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+from cli_support import envbuild
 from validate_support import cpu_lock
 
 from envbuild.boundary import to_json
@@ -28,12 +27,6 @@ from envbuild.validate import run_validation
 REPO = Path(__file__).resolve().parent.parent
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 SCHEMA = json.loads((REPO / "docs" / "output.schema.json").read_text(encoding="utf-8"))
-
-
-def _envbuild(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "envbuild", *args], capture_output=True, text=True, check=False
-    )
 
 
 @pytest.fixture(scope="module")
@@ -104,8 +97,9 @@ def _gpu(driver: str, name: str, uuid: str) -> Any:
 def test_real_runs_side_by_side(real_runs: list[Path]) -> None:
     from envbuild.report.fleet import load_fleet
 
-    proc = _envbuild("report", "fleet", *map(str, real_runs))
-    assert proc.returncode in (0, 1), proc.stderr
+    proc = envbuild("report", "fleet", *map(str, real_runs))
+    assert proc.returncode == 0, proc.stderr  # three passing runs of one lock
+    assert "all 3 lots passed; no outliers" in proc.stdout
     out = proc.stdout
     for run in real_runs:
         assert run.name in out
@@ -141,7 +135,7 @@ def test_a_slower_lot_and_a_drifted_package_set_are_flagged(real_runs: list[Path
         _stage(data, "interpreter")["duration_s"] = 10.5  # 5 %: under the 10 % floor, though MAD is 0
 
     lots = _lots(real_runs, tmp_path, {1: slower, 2: sympy, 3: noise})
-    proc = _envbuild("report", "fleet", *map(str, lots))
+    proc = envbuild("report", "fleet", *map(str, lots))
     assert proc.returncode == 1, proc.stderr
     lines = proc.stdout.splitlines()
     slow = [ln for ln in lines if ln.startswith("outlier: stage packages s")]
@@ -152,7 +146,7 @@ def test_a_slower_lot_and_a_drifted_package_set_are_flagged(real_runs: list[Path
     assert not [ln for ln in lines if "interpreter" in ln and ln.startswith("outlier")]
     assert "lot-4" not in " ".join(ln for ln in lines if ln.startswith("outlier"))
 
-    data = json.loads(_envbuild("report", "fleet", *map(str, lots), "--json").stdout)
+    data = json.loads(envbuild("report", "fleet", *map(str, lots), "--json").stdout)
     jsonschema.validate(data, SCHEMA)
     assert data["ok"] is False and data["command"] == "report fleet"
     assert {(o["column"], tuple(o["lots"])) for o in data["outliers"]} == {
@@ -178,7 +172,7 @@ def test_driver_gpu_names_and_uuids(real_runs: list[Path], tmp_path: Path) -> No
     assert found["driver"].text == "driver: 550.54.15 in lot-3; the majority (2 of 3) has 570.124.06"
     assert found["gpu names"].lots == ("lot-3",)
     assert found["gpu uuid"].lots == ("lot-2", "lot-3") and "the same card twice" in found["gpu uuid"].text
-    proc = _envbuild("report", "fleet", *(str(tmp_path / f"lot-{i}") for i in (1, 2, 3)))
+    proc = envbuild("report", "fleet", *(str(tmp_path / f"lot-{i}") for i in (1, 2, 3)))
     assert proc.returncode == 1
     assert "GPU-1111" in proc.stdout and "550.54.15 !" in proc.stdout  # "!" marks the cell without colour
 
@@ -194,7 +188,7 @@ def test_html_page_is_self_contained_and_escaped(real_runs: list[Path], tmp_path
 
     lots = _lots(real_runs, tmp_path, {0: _gpu("570.1", evil, "GPU-&<>\"'"), 2: hostile})
     page_path = tmp_path / "fleet.html"
-    proc = _envbuild("report", "fleet", *map(str, lots), "--html", str(page_path), "--json")
+    proc = envbuild("report", "fleet", *map(str, lots), "--html", str(page_path), "--json")
     assert proc.returncode == 1 and json.loads(proc.stdout)["ok"] is False
     assert f"wrote {page_path}" in proc.stderr
     page = page_path.read_text(encoding="utf-8")
@@ -285,7 +279,7 @@ def test_a_slow_lot_of_a_fleet_group_and_a_missing_rank_are_flagged(
         3: _performance(2, 795.0),
     }
     lots = _lots(real_runs, tmp_path, edits)
-    proc = _envbuild("report", "fleet", *map(str, lots))
+    proc = envbuild("report", "fleet", *map(str, lots))
     assert proc.returncode == 1, proc.stderr
     outliers = [ln for ln in proc.stdout.splitlines() if ln.startswith("outlier: ")]
     assert (

@@ -11,11 +11,11 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import jsonschema
 import pytest
+from cli_support import envbuild
 from validate_support import cpu_lock
 
 from envbuild.boundary import to_json
@@ -29,12 +29,6 @@ SSH_KEYGEN = shutil.which("ssh-keygen")
 NAMESPACE = "envbuild-report"
 SIGNATURE = "MANIFEST.sha256.sig"
 pytestmark = pytest.mark.skipif(SSH_KEYGEN is None, reason="needs OpenSSH's ssh-keygen")  # installed here
-
-
-def _envbuild(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "envbuild", *args], capture_output=True, text=True, check=False, env=env
-    )
 
 
 def _key(directory: Path, name: str) -> tuple[Path, str]:
@@ -72,11 +66,11 @@ def _copy(report: Path, tmp_path: Path) -> Path:
 
 
 def test_verify_says_integrity_not_authenticity(report: Path) -> None:
-    proc = _envbuild("report", "verify", str(report))
+    proc = envbuild("report", "verify", str(report))
     assert proc.returncode == 0 and "intact" in proc.stdout
     assert "integrity in transit, not authenticity" in proc.stdout
     assert "envbuild report sign" in proc.stdout
-    data = json.loads(_envbuild("report", "verify", str(report), "--json").stdout)
+    data = json.loads(envbuild("report", "verify", str(report), "--json").stdout)
     jsonschema.validate(data, SCHEMA)
     assert (
         data["ok"] and data["integrity"] is True and data["signature"] == {"checked": False, "present": False}
@@ -92,18 +86,18 @@ def test_a_good_signature_names_the_signer(
 ) -> None:
     renter, allowed, _ = keys
     copied = _copy(report, tmp_path)
-    proc = _envbuild("report", "sign", str(copied), "--key", str(renter))
+    proc = envbuild("report", "sign", str(copied), "--key", str(renter))
     assert proc.returncode == 0, proc.stderr
     sig = copied / SIGNATURE
     assert sig.read_text(encoding="ascii").startswith("-----BEGIN SSH SIGNATURE-----")
     assert SIGNATURE not in (copied / "MANIFEST.sha256").read_text(encoding="utf-8")  # outside the list
     assert verify_report(copied) == []  # ... and not an extra file
 
-    proc = _envbuild("report", "verify", str(copied), "--allowed-signers", str(allowed))
+    proc = envbuild("report", "verify", str(copied), "--allowed-signers", str(allowed))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "intact" in proc.stdout and "signed by renter@example.org (ED25519 SHA256:" in proc.stdout
     data = json.loads(
-        _envbuild("report", "verify", str(copied), "--allowed-signers", str(allowed), "--json").stdout
+        envbuild("report", "verify", str(copied), "--allowed-signers", str(allowed), "--json").stdout
     )
     jsonschema.validate(data, SCHEMA)
     assert data["ok"] and data["signature"]["ok"] and data["signature"]["signer"] == "renter@example.org"
@@ -119,7 +113,7 @@ def test_a_good_signature_names_the_signer(
         )
     assert check.returncode == 0, check.stderr
 
-    unchecked = _envbuild("report", "verify", str(copied))
+    unchecked = envbuild("report", "verify", str(copied))
     assert unchecked.returncode == 0 and f"{SIGNATURE} is present but was not checked" in unchecked.stdout
 
 
@@ -140,14 +134,14 @@ def test_an_edited_report_with_a_recomputed_manifest_is_intact_but_not_signed(
     manifest.write_text("".join(f"{sha256_file(copied / n)}  {n}\n" for n in names), encoding="utf-8")
     assert verify_report(copied) == []  # ... with the manifest recomputed: integrity still "passes"
 
-    plain = _envbuild("report", "verify", str(copied))
+    plain = envbuild("report", "verify", str(copied))
     assert plain.returncode == 0 and "not authenticity" in plain.stdout
-    proc = _envbuild("report", "verify", str(copied), "--allowed-signers", str(allowed))
+    proc = envbuild("report", "verify", str(copied), "--allowed-signers", str(allowed))
     assert proc.returncode == 1
     assert "intact" in proc.stdout
     assert "error: E-REPORT-SIGNATURE: the signature does not verify" in proc.stdout
     out = json.loads(
-        _envbuild("report", "verify", str(copied), "--allowed-signers", str(allowed), "--json").stdout
+        envbuild("report", "verify", str(copied), "--allowed-signers", str(allowed), "--json").stdout
     )
     jsonschema.validate(out, SCHEMA)
     assert out["ok"] is False and out["integrity"] is True and out["signature"]["ok"] is False
@@ -159,8 +153,8 @@ def test_a_signature_by_another_key_fails(
 ) -> None:
     _, allowed, other = keys
     copied = _copy(report, tmp_path)
-    assert _envbuild("report", "sign", str(copied), "--key", str(other)).returncode == 0
-    proc = _envbuild("report", "verify", str(copied), "--allowed-signers", str(allowed))
+    assert envbuild("report", "sign", str(copied), "--key", str(other)).returncode == 0
+    proc = envbuild("report", "verify", str(copied), "--allowed-signers", str(allowed))
     assert proc.returncode == 1 and "does not list" in proc.stdout
     from envbuild.report.sign import check_signature
 
@@ -173,21 +167,21 @@ def test_missing_signature_tampered_copy_and_no_ssh_keygen(
 ) -> None:
     renter, allowed, _ = keys
     copied = _copy(report, tmp_path)
-    proc = _envbuild("report", "verify", str(copied), "--allowed-signers", str(allowed))
+    proc = envbuild("report", "verify", str(copied), "--allowed-signers", str(allowed))
     assert proc.returncode == 1 and f"not signed: {SIGNATURE} is missing" in proc.stdout
 
     (copied / "env.txt").write_text("changed\n", encoding="utf-8")  # a damaged copy is never signed
-    proc = _envbuild("report", "sign", str(copied), "--key", str(renter))
+    proc = envbuild("report", "sign", str(copied), "--key", str(renter))
     assert proc.returncode == 1 and "changed: env.txt" in proc.stderr and not (copied / SIGNATURE).exists()
 
-    bad = _envbuild("report", "sign", str(copied), "--key", str(tmp_path / "nokey"), "--json")
+    bad = envbuild("report", "sign", str(copied), "--key", str(tmp_path / "nokey"), "--json")
     assert bad.returncode == 2 and json.loads(bad.stdout)["findings"][0]["code"] == "E-USAGE"
 
     empty = tmp_path / "empty-path"
     empty.mkdir()
     env = {**os.environ, "PATH": str(empty)}  # no ssh-keygen anywhere on PATH
     fresh = _copy(report, tmp_path / "again")
-    proc = _envbuild("report", "sign", str(fresh), "--key", str(renter), env=env)
+    proc = envbuild("report", "sign", str(fresh), "--key", str(renter), env=env)
     assert proc.returncode == 3 and "ssh-keygen not found" in proc.stderr
-    proc = _envbuild("report", "verify", str(fresh), "--allowed-signers", str(allowed), "--json", env=env)
+    proc = envbuild("report", "verify", str(fresh), "--allowed-signers", str(allowed), "--json", env=env)
     assert proc.returncode == 3 and json.loads(proc.stdout)["findings"][0]["code"] == "E-SSH-KEYGEN"

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_support import envbuild, environ
 from validate_support import cpu_lock
 
 from envbuild.boundary import to_json
@@ -26,10 +25,7 @@ SLOW = {"stage": "performance", "status": "failed", "duration_s": 1.0, "facts": 
 
 
 def _envbuild(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "1000"}
-    return subprocess.run(
-        [sys.executable, "-m", "envbuild", *args], capture_output=True, text=True, check=False, env=env
-    )
+    return envbuild(*args, env=environ(COLUMNS="1000"))
 
 
 def _remanifest(folder: Path) -> None:

@@ -5,14 +5,12 @@ that a parser without the bounds fails the test instead of hanging it."""
 
 from __future__ import annotations
 
-import os
 import secrets
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from cli_support import invoke
+from cli_support import envbuild, invoke
 
 from envbuild.cli import _check, _render, cli  # noqa: F401  (register the commands)
 from envbuild.errors import Issue, ProfileError
@@ -28,14 +26,7 @@ def _check_subprocess(folder: Path) -> subprocess.CompletedProcess[str]:
     profile = folder / "p.toml"
     profile.write_text(PROFILE)
     try:
-        return subprocess.run(
-            [sys.executable, "-m", "envbuild", "check", str(profile)],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            env={**os.environ, "PIP_RETRIES": "0"},
-            check=False,
-        )
+        return envbuild("check", profile, timeout=20)
     except subprocess.TimeoutExpired:
         pytest.fail("envbuild check did not end within 20 s: the includes are not bounded")
 

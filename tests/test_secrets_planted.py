@@ -11,39 +11,23 @@ layer, the history) is scanned in tests/test_e2e.py on the session's shared imag
 
 from __future__ import annotations
 
-import os
 import secrets
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from build_support import make_ca
+from secrets_support import assert_absent, run
 from validate_support import cpu_lock
 
 from envbuild.boundary import to_json
 from envbuild.models import CheckSpec
 
 REPO = Path(__file__).resolve().parent.parent
-NO_ENGINE = "unix:///nonexistent/envbuild-test-docker.sock"  # reaching it would be exit 3
 
 
 def _token(n: int = 36) -> str:
     return secrets.token_hex(n)[:n]
-
-
-def run(
-    *args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "envbuild", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env={**os.environ, "PIP_RETRIES": "0", "DOCKER_HOST": NO_ENGINE, **(env or {})},
-        timeout=300,
-    )
 
 
 def files_text(folder: Path) -> str:
@@ -52,12 +36,6 @@ def files_text(folder: Path) -> str:
         for p in sorted(folder.rglob("*"))
         if p.is_file() and not p.is_symlink()
     )
-
-
-def assert_absent(values: list[str], *texts: str) -> None:
-    for value in values:
-        for text in texts:
-            assert value not in text, f"planted value {value[:6]}... leaked"
 
 
 def test_profile_env_and_option_lines(tmp_path: Path) -> None:

@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from index_support import IndexTree, IndexURLs, build_index_tree, serve_tree
-from test_lock import clean_env, envbuild, read_lock, render
-from test_secrets_planted import assert_absent, run
+from index_support import IndexTree, IndexURLs, build_index_tree
+from lock_support import clean_env, envbuild, read_lock, render
+from secrets_support import assert_absent, run
 
 from envbuild.lock.urls import lock_url
 from envbuild.net import redact_url
@@ -195,12 +195,6 @@ def test_env_txt_masks_query_and_path_tokens() -> None:
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory: pytest.TempPathFactory) -> IndexTree:
     return build_index_tree(tmp_path_factory.mktemp("universe"), with_setuptools=False)
-
-
-@pytest.fixture(scope="module")
-def urls(tree: IndexTree) -> object:
-    with serve_tree(tree) as served:
-        yield served
 
 
 def test_lock_writes_a_query_token_as_a_reference(tmp_path: Path, urls: IndexURLs) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from index_support import FLASHLIKE_SETUP, IndexTree, IndexURLs, build_index_tree, make_sdist, serve_tree
-from test_lock import clean_env, envbuild
+from lock_support import envbuild
 
 from envbuild.lock.resolve import source_only_finding, sources_for
 from envbuild.lock.target import Target
@@ -39,11 +39,6 @@ def urls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IndexURLs]:
     make_sdist(tree.main, "flash-attn", "2.8.3", setup_py=FLASH_ATTN_SETUP, requires=["torch"])
     with serve_tree(tree) as served:
         yield served
-
-
-@pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    return clean_env(tmp_path_factory.mktemp("uv-cache"))
 
 
 @pytest.fixture(autouse=True)

@@ -27,10 +27,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from build_support import envbuild, only_run, temporary_tag
+from build_support import committed_images, envbuild, minimal_wheel, only_run, temporary_tag
 from conftest import LOCK_SOURCES
 from index_support import make_sdist, serve_index
-from test_built_cache import make_wheel
 
 REPO = Path(__file__).resolve().parent.parent
 BASE_IMAGE = os.environ.get("ENVBUILD_TEST_BASE_IMAGE", "envbuild/debian:12")
@@ -253,7 +252,8 @@ def test_the_builder_reuses_a_built_wheel_only_for_the_same_key(tmp_path: Path) 
     source.write_text("--require-hashes\n\neb-addop==1.0 \\\n    --hash=sha256:" + "ab" * 32 + "\n")
     first = tmp_path / "first"
     first.mkdir()
-    make_wheel(first / "eb_addop-1.0-cp311-cp311-linux_x86_64.whl", "eb-addop", "1.0")  # as pip wheel left it
+    # as pip wheel left it
+    minimal_wheel(first / "eb_addop-1.0-cp311-cp311-linux_x86_64.whl", "eb-addop", "1.0")
     common = ["--source", str(source), "--todo", str(tmp_path / "todo.txt")]
 
     def run(action: str, folder: Path, *more: str, env: dict[str, str] | None = None) -> str:
@@ -340,22 +340,6 @@ def test_source_build_in_the_builder_stage_validates_in_the_image(docker_client:
     (house / built["file"]).write_bytes(b"changed")
     proc = envbuild("build", bundle, "--tag", "envbuild-test/never:built", "--quiet")
     assert proc.returncode == 1 and f"its key record {built['file']}.envbuild-key.json says" in proc.stderr
-
-
-def committed_images(log: str) -> list[str]:
-    """The images a build committed itself (steps not taken from the cache, FROM's image excluded),
-    newest first, read from its log."""
-    ids: list[str] = []
-    mine = False
-    for line in log.splitlines():
-        text = line.strip()
-        if step := re.match(r"Step \d+/\d+ : (\S+)", text):
-            mine = step.group(1).upper() != "FROM"
-        elif text == "---> Using cache":
-            mine = False
-        elif (m := re.fullmatch(r"---> ([0-9a-f]{12})", text)) and mine:
-            ids.append(m.group(1))
-    return ids[::-1]
 
 
 # A C extension without torch, whose C does not compile (an undeclared identifier): the failing build.

@@ -12,29 +12,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_lock import clean_env, envbuild
-from test_lock_replan import profile
+from lock_support import envbuild
+from lock_support import h100_profile as profile
 from torch_universe import UniverseURLs, build_universe, serve_universe
 
 from envbuild.models import LockedDistribution, read_lock
 
 COMPILER = {"nvidia-cuda-nvcc", "nvidia-cuda-crt", "nvidia-nvvm", "nvidia-cuda-cccl"}
-
-
-@pytest.fixture(scope="module")
-def urls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UniverseURLs]:
-    with serve_universe(build_universe(tmp_path_factory.mktemp("torch-universe"))) as served:
-        yield served
-
-
-@pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    return clean_env(tmp_path_factory.mktemp("uv-cache"))
 
 
 def requirement_specs(text: str) -> dict[str, list[str]]:
@@ -48,14 +36,14 @@ def requirement_specs(text: str) -> dict[str, list[str]]:
 
 
 @pytest.fixture(scope="module")
-def bundle(tmp_path_factory: pytest.TempPathFactory, urls: UniverseURLs, env: dict[str, str]) -> Path:
+def bundle(tmp_path_factory: pytest.TempPathFactory, torch_urls: UniverseURLs, env: dict[str, str]) -> Path:
     """A pytorch profile (torch 2.14.1, CUDA 13.0, H100; the CUDA probe op on) rendered and locked once."""
     tmp_path = tmp_path_factory.mktemp("toolkit")
     path = profile(tmp_path / "p", 'version = "13.0"', torch="2.14.1")
     bundle = tmp_path / "bundle"
     done = envbuild(env, "render", path, "--out", bundle)
     assert done.returncode == 0, done.stdout + done.stderr
-    done = envbuild(env, "lock", bundle, "--index-url", urls.pypi)
+    done = envbuild(env, "lock", bundle, "--index-url", torch_urls.pypi)
     assert done.returncode == 0, done.stdout + done.stderr
     return bundle
 
@@ -105,7 +93,7 @@ def test_fetch_brings_every_locked_file_once(bundle: Path, env: dict[str, str]) 
 
 
 def test_a_newer_compiler_part_in_the_environment_leaves_the_toolkit_at_its_release(
-    tmp_path: Path, urls: UniverseURLs, env: dict[str, str]
+    tmp_path: Path, torch_urls: UniverseURLs, env: dict[str, str]
 ) -> None:
     """The environment pins nvidia-nvvm at a release cuda-toolkit 13.0.3's nvcc extra excludes (vLLM's set
     brings nvidia-nvvm 13.5 beside torch's CUDA 13.0): the compiler lives in the builder's own prefix, so
@@ -114,7 +102,7 @@ def test_a_newer_compiler_part_in_the_environment_leaves_the_toolkit_at_its_rele
     path = profile(tmp_path / "p", 'version = "13.0"', torch="2.14.1", packages=("nvidia-nvvm==13.2.86",))
     bundle = tmp_path / "bundle"
     assert envbuild(env, "render", path, "--out", bundle).returncode == 0
-    done = envbuild(env, "lock", bundle, "--index-url", urls.pypi)
+    done = envbuild(env, "lock", bundle, "--index-url", torch_urls.pypi)
     assert done.returncode == 0, done.stdout + done.stderr
     nvvm = {
         d.role: d.version

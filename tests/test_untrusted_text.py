@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 from cli_support import check_pytorch as check
+from cli_support import envbuild, environ
 from validate_support import cpu_lock
 
 from envbuild.boundary import to_json
@@ -33,15 +32,8 @@ HOSTILE = f"{ESC}{GLOO} <script>alert(1)</script> \u202eevil"
 
 
 def _envbuild(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "1000"}  # rich folds nothing: each text whole on its line
-    return subprocess.run(
-        [sys.executable, "-m", "envbuild", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-        env=env,
-    )
+    # rich folds nothing: each text whole on its line
+    return envbuild(*args, env=environ(COLUMNS="1000"), timeout=300)
 
 
 def _shown_not_run(text: str) -> None:

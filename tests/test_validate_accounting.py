@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_support import envbuild
 from validate_support import cpu_lock
 
 from envbuild.boundary import to_json
@@ -246,7 +247,6 @@ def test_torch_hints_only_when_the_lock_has_torch(tmp_path: Path) -> None:
 def test_the_path_hint_takes_at_most_two_lines_and_warnings_reach_the_terminal(tmp_path: Path) -> None:
     """Issue 24: 12 lines of PATH hints on every run.  An impostor ``python`` / ``python3`` first on
     PATH, an 80-column terminal: the warning is printed once, below the table, in at most 2 lines."""
-    import subprocess
     import tempfile
 
     # a short folder (not under pytest's tmp path, whose length varies with xdist's worker folder): the
@@ -259,26 +259,19 @@ def test_the_path_hint_takes_at_most_two_lines_and_warnings_reach_the_terminal(t
     lock_file = tmp_path / "lock.json"
     lock_file.write_text(to_json(cpu_lock(tmp_path)), encoding="utf-8")
     env = {**os.environ, "PATH": f"{impostor}{os.pathsep}/usr/bin:/bin", "COLUMNS": "80", "TERM": "dumb"}
-    proc = subprocess.run(
-        [
-            PY,
-            "-m",
-            "envbuild",
+    proc = envbuild(
+        *(
             "validate",
             "--lock",
-            str(lock_file),
+            lock_file,
             "--out",
-            str(tmp_path / "runs"),
+            tmp_path / "runs",
             "--python",
             PY,
             "--stages",
             "interpreter",
-        ],
-        capture_output=True,
-        text=True,
+        ),
         env=env,
-        check=False,
-        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()

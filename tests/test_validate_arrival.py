@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_support import envbuild
 from validate_support import cpu_lock
 
 from envbuild.errors import UsageError
@@ -35,15 +36,7 @@ IMPOSTOR = "#!/bin/sh\necho 'impostor python: not the interpreter under test' >&
 
 
 def _envbuild(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "envbuild", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
+    return envbuild(*args, cwd=cwd, env=env, timeout=600)
 
 
 def _render(tmp_path: Path, profile: str = "pytorch-cpu") -> Path:

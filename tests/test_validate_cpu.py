@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_support import envbuild
 from validate_support import cpu_lock, venv_distributions
 
 from envbuild.boundary import to_json
@@ -44,13 +44,11 @@ def cpu_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     lock_file = root / "envbuild.lock.json"
     lock_file.write_text(to_json(cpu_lock(workdir), indent=2), encoding="utf-8")
     out = root / "runs"
-    proc = subprocess.run(
-        [sys.executable, "-m", "envbuild", "validate", "--lock", str(lock_file), "--out", str(out), "--json"],
-        capture_output=True,
-        text=True,
-        env=_env(XDG_CACHE_HOME=str(root / "cache")),  # the C++ op is built afresh, into this cache
+    # the C++ op is built afresh, into this cache
+    proc = envbuild(
+        *("validate", "--lock", lock_file, "--out", out, "--json"),
+        env=_env(XDG_CACHE_HOME=str(root / "cache")),
         timeout=900,
-        check=False,
     )
     (run_dir,) = list(out.iterdir())
     report = json.loads(proc.stdout)["report"]

@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-from validate_support import cpu_lock
+from cli_support import ENVBUILD, envbuild
+from validate_support import alive, cpu_lock, hang_script
 
 from envbuild.boundary import to_json
 from envbuild.models import CheckSpec
@@ -29,39 +30,6 @@ BAD_EXIT = (
     "import sys\nsys.stdin.read()\n"
     "sys.stderr.write('ImportError: libcudart.so.12: cannot open\\n')\nsys.exit(3)\n"
 )
-
-
-def hang_script(tmp_path: Path) -> Path:
-    """Starts a grandchild in its process group and a daemon that left it (double fork + setsid, holding
-    stdout open), records the three pids, then hangs: everything must die with the probe."""
-    script = tmp_path / "hang.py"
-    script.write_text(
-        "import os, subprocess, sys, time\n"
-        "sys.stdin.read()\n"
-        "child = subprocess.Popen(['sleep', '300'])\n"
-        "r, w = os.pipe()\n"
-        "if os.fork() == 0:\n"
-        "    os.setsid()\n"
-        "    pid = os.fork()\n"
-        "    if pid == 0:\n"
-        "        os.execvp('sleep', ['sleep', '301'])\n"
-        "    os.write(w, str(pid).encode())\n"
-        "    os._exit(0)\n"
-        "os.close(w)\n"
-        "daemon = int(os.read(r, 64))\n"
-        f"open({str(tmp_path / 'pids')!r}, 'w').write(f'{{os.getpid()}} {{child.pid}} {{daemon}}')\n"
-        "time.sleep(300)\n",
-        encoding="utf-8",
-    )
-    return script
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state != "Z"  # a zombie is dead, only not yet reaped by its (re)parent
 
 
 def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stage: str, script_text: str | None, **kwargs):  # type: ignore[no-untyped-def]
@@ -125,7 +93,7 @@ def test_hanging_probe_times_out_and_its_whole_tree_is_killed(
     assert report.first_failure is not None and report.first_failure.stage == "packages"
     assert exit_code(report) == 1
     probe_pid, grandchild, daemon = (int(x) for x in (tmp_path / "pids").read_text().split())
-    assert not _alive(grandchild) and not _alive(probe_pid) and not _alive(daemon)
+    assert not alive(grandchild) and not alive(probe_pid) and not alive(daemon)
     assert verify_report(run_dir) == []
 
 
@@ -139,9 +107,7 @@ def test_signal_during_a_probe_still_writes_the_report(
     out = tmp_path / "runs"
     proc = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "envbuild",
+            *ENVBUILD,
             "validate",
             "--lock",
             str(lock_file),
@@ -178,9 +144,9 @@ def test_signal_during_a_probe_still_writes_the_report(
     assert verify_report(run_dir) == []
     _, grandchild, daemon = (int(x) for x in (tmp_path / "pids").read_text().split())
     deadline = time.monotonic() + 5
-    while (_alive(grandchild) or _alive(daemon)) and time.monotonic() < deadline:
+    while (alive(grandchild) or alive(daemon)) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _alive(grandchild) and not _alive(daemon)
+    assert not alive(grandchild) and not alive(daemon)
 
 
 def test_a_check_running_when_the_signal_comes_was_interrupted_not_not_run(tmp_path: Path) -> None:
@@ -192,7 +158,7 @@ def test_a_check_running_when_the_signal_comes_was_interrupted_not_not_run(tmp_p
     lock_file = tmp_path / "lock.json"
     lock_file.write_text(to_json(lock), encoding="utf-8")
     out = tmp_path / "runs"
-    argv = [sys.executable, "-m", "envbuild", "validate", "--lock", str(lock_file), "--out", str(out)]
+    argv = [*ENVBUILD, "validate", "--lock", str(lock_file), "--out", str(out)]
     proc = subprocess.Popen(
         [*argv, "--workdir", str(tmp_path), "--stages", "checks"],
         stdout=subprocess.PIPE,
@@ -233,25 +199,10 @@ def test_gpu_lock_without_a_gpu_fails_at_accelerator_with_the_hint(tmp_path: Pat
     lock_file = tmp_path / "lock.json"
     lock_file.write_text(to_json(lock), encoding="utf-8")
     env = {**os.environ, "ENVBUILD_PROBE_ACCELERATOR": str(replay)}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "envbuild",
-            "validate",
-            "--lock",
-            str(lock_file),
-            "--out",
-            str(tmp_path / "r"),
-            "--json",
-            "--stages",
-            "accelerator,devices,compute",
-        ],
+    proc = envbuild(
+        *("validate", "--lock", lock_file, "--out", tmp_path / "r", "--json"),
+        *("--stages", "accelerator,devices,compute"),
         env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
     )
     assert proc.returncode == 1, proc.stderr
     report = json.loads(proc.stdout)["report"]

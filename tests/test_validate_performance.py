@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_support import envbuild
 from validate_support import cpu_lock, gpu_lock
 
 from envbuild.boundary import to_json
@@ -62,11 +61,7 @@ def test_the_default_cpu_ladder_leaves_performance_out_and_a_gpu_ladder_has_it(t
     assert "performance" not in {s.stage for s in report.stages}
     lock = tmp_path / "gpu.lock.json"
     lock.write_text(to_json(gpu_lock("cuda", ["h100"])), encoding="utf-8")
-    proc = subprocess.run(
-        [sys.executable, "-m", "envbuild", "validate", "--lock", str(lock), "--out", str(tmp_path / "g"),
-         "--skip", "interpreter", "--json"],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+    proc = envbuild("validate", "--lock", lock, "--out", tmp_path / "g", "--skip", "interpreter", "--json")
     stages = {s["stage"]: s for s in json.loads(proc.stdout)["report"]["stages"]}
     assert stages["performance"]["status"] == "skipped"  # listed, and skipped with its reason
     assert "interpreter" in stages["performance"]["facts"]["reason"]
@@ -75,11 +70,11 @@ def test_the_default_cpu_ladder_leaves_performance_out_and_a_gpu_ladder_has_it(t
 def test_perf_budget_out_of_range_is_a_usage_error(tmp_path: Path) -> None:
     lock = tmp_path / "envbuild.lock.json"
     lock.write_text(to_json(cpu_lock(tmp_path)), encoding="utf-8")
-    proc = subprocess.run(
-        [sys.executable, "-m", "envbuild", "validate", "--lock", str(lock), "--out", str(tmp_path / "r"),
-         "--stages", "performance", "--perf-budget", "0"],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+    proc = envbuild(
+        *("validate", "--lock", lock, "--out", tmp_path / "r"),
+        *("--stages", "performance", "--perf-budget", "0"),
+        timeout=60,
+    )
     assert proc.returncode == 2, proc.stderr
     assert "--perf-budget 0: expected seconds between 1 and 3600" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "r").exists()

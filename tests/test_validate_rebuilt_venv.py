@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_support import envbuild
 
 pytestmark = pytest.mark.slow
 
@@ -53,14 +54,9 @@ def test_a_venv_rebuilt_from_the_lock_validates_outside_the_image(
         (decoy / name).chmod(0o755)
     env = {**os.environ, "PATH": f"{decoy}{os.pathsep}{os.environ['PATH']}"}
     out = tmp_path / "runs"
-    proc = subprocess.run(
-        [
-            *(sys.executable, "-m", "envbuild", "validate", "--lock", str(bundle)),
-            *("--python", str(venv / "bin" / "python"), "--workdir", str(workdir)),
-            *("--keep-going", "--out", str(out), "--json"),
-        ],
-        capture_output=True,
-        text=True,
+    proc = envbuild(
+        *("validate", "--lock", bundle, "--python", venv / "bin" / "python", "--workdir", workdir),
+        *("--keep-going", "--out", out, "--json"),
         env=env,
         timeout=900,
     )

@@ -4,12 +4,11 @@ stage that needs it, each saying why; nothing of theirs runs."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from cli_support import envbuild
 from validate_support import cpu_lock
 
 from envbuild.boundary import to_json
@@ -74,21 +73,9 @@ def test_skipped_stages_are_reported_and_never_run(tmp_path: Path) -> None:
 def test_cli_skip_is_repeatable_and_refuses_an_unknown_stage(tmp_path: Path) -> None:
     lock = tmp_path / "envbuild.lock.json"
     lock.write_text(to_json(cpu_lock(tmp_path)), encoding="utf-8")
-    base = [
-        sys.executable,
-        "-m",
-        "envbuild",
-        "validate",
-        "--lock",
-        str(lock),
-        "--out",
-        str(tmp_path / "runs"),
-    ]
-    proc = subprocess.run(
-        [*base, "--stages", "os,packages", "--skip", "interpreter", "--skip", "container", "--json"],
-        capture_output=True,
-        text=True,
-        check=False,
+    base = ("validate", "--lock", lock, "--out", tmp_path / "runs")
+    proc = envbuild(
+        *base, "--stages", "os,packages", "--skip", "interpreter", "--skip", "container", "--json"
     )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
@@ -97,7 +84,7 @@ def test_cli_skip_is_repeatable_and_refuses_an_unknown_stage(tmp_path: Path) -> 
     assert statuses["interpreter"] == ("skipped", "skipped by --skip")
     assert statuses["packages"] == ("skipped", "needs stage 'interpreter', skipped by --skip")
     assert "container" not in statuses  # not selected: --skip names it, nothing to record
-    proc = subprocess.run([*base, "--skip", "extension"], capture_output=True, text=True, check=False)
+    proc = envbuild(*base, "--skip", "extension")
     assert proc.returncode == 2 and "--skip: unknown stage 'extension'" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert len(list((tmp_path / "runs").iterdir())) == 1  # refused before a second report folder is made

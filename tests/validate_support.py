@@ -161,3 +161,36 @@ def fake_tool(folder: Path, name: str, capture: Path, when: str = "") -> Path:
     tool.write_text(f"#!/bin/sh\n{test}exec cat {capture}\nexit 9\n", encoding="utf-8")
     tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
     return folder
+
+
+def hang_script(tmp_path: Path) -> Path:
+    """Starts a grandchild in its process group and a daemon that left it (double fork + setsid, holding
+    stdout open), records the three pids, then hangs: everything must die with the probe."""
+    script = tmp_path / "hang.py"
+    script.write_text(
+        "import os, subprocess, sys, time\n"
+        "sys.stdin.read()\n"
+        "child = subprocess.Popen(['sleep', '300'])\n"
+        "r, w = os.pipe()\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        os.execvp('sleep', ['sleep', '301'])\n"
+        "    os.write(w, str(pid).encode())\n"
+        "    os._exit(0)\n"
+        "os.close(w)\n"
+        "daemon = int(os.read(r, 64))\n"
+        f"open({str(tmp_path / 'pids')!r}, 'w').write(f'{{os.getpid()}} {{child.pid}} {{daemon}}')\n"
+        "time.sleep(300)\n",
+        encoding="utf-8",
+    )
+    return script
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"  # a zombie is dead, only not yet reaped by its (re)parent
