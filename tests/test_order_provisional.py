@@ -11,14 +11,16 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
+
+from cli_support import envbuild
 
 from envbuild.catalog import load_catalog
 from envbuild.catalog.prices import with_order
 from envbuild.plan import check
 from envbuild.plan.resolved import ResolvedTorch
 from envbuild.profile import load_profile
+from envbuild.render.lockfile import torch_pin_origin
 from envbuild.render.readme import render_readme
 from envbuild.versions import driver_at_least
 
@@ -50,9 +52,7 @@ def comfyui(tmp_path: Path) -> Path:
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "envbuild", *args], capture_output=True, text=True, cwd=REPO, timeout=120
-    )
+    return envbuild(*args, cwd=REPO)
 
 
 def what_to_order(readme: str) -> str:
@@ -109,3 +109,14 @@ def test_after_resolution_the_readme_states_the_resolved_floor_without_provision
     assert f"Minimum NVIDIA driver on the host: **{result.plan.min_driver}**" in order
     assert "- CUDA 13.2, torch 2.15.0 (cu132 build)\n" in order  # pinned without a local tag, as lock does
     assert "provisional" not in order
+
+
+def test_the_lock_says_the_resolved_torch_came_from_the_declared_bare_line(tmp_path: Path) -> None:
+    """The plan's requirements drop ComfyUI's bare ``torch`` line once the resolved torch is pinned; the
+    pin's provenance still names that line, not "a dependency requires it"."""
+    profile = load_profile(str(comfyui(tmp_path)))
+    resolved = ResolvedTorch(version="2.15.0", local=None, variant="cu132", evidence="recorded above")
+    plan = check(profile, resolved=resolved).plan
+    assert not any(line.name == "torch" for line in plan.requirements)  # superseded by the pin
+    origin = torch_pin_origin(plan)
+    assert origin.endswith("(requirements.txt:4: torch allows it)"), origin

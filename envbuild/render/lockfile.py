@@ -122,9 +122,9 @@ def torch_pin_origin(plan: Plan) -> str:
     the torch a bare line or a dependency brought in (after resolution), or the pytorch kind's default."""
     if plan.profile.torch.version is not None:
         return PIN_ORIGIN
-    lines = [
+    lines = [  # as declared: the plan's requirements no longer hold a torch line that a pin superseded
         line
-        for line in plan.requirements
+        for line in plan.profile.python.lines
         if line.kind == "requirement" and line.name and canonicalize_name(line.name) == "torch"
     ]
     exact = next((line for line in lines if exact_version(line)[0] is not None), None)
