@@ -68,10 +68,13 @@ def write_profile(tmp: Path, **kw: Any) -> Path:
     return path
 
 
-def run_check(path: Path | str, *args: str) -> tuple[int, dict[str, Any]]:
+def run_check(path: Path | str, *args: str, expect: int) -> dict[str, Any]:
+    """``check --json``: its exit status must be ``expect`` (0: no error finding, 1: error findings)."""
     result = invoke(["check", str(path), "--json", *args])
-    assert result.exit_code in (0, 1), result.output
-    return result.exit_code, json.loads(result.stdout)
+    assert result.exit_code == expect, result.output
+    data: dict[str, Any] = json.loads(result.stdout)
+    assert data["ok"] is (expect == 0), data["findings"]
+    return data
 
 
 # id, profile keys, CLI args, ok, codes that must appear, codes that must not, message fragments
@@ -478,9 +481,8 @@ def test_review_case(
     must_not: set[str],
     says: tuple[str, ...],
 ) -> None:
-    code, data = run_check(write_profile(tmp_path, **keys), *args)
+    data = run_check(write_profile(tmp_path, **keys), *args, expect=0 if ok else 1)
     codes = {f["code"] for f in data["findings"]}
-    assert data["ok"] is ok and code == (0 if ok else 1), data["findings"]
     assert must <= codes, codes
     assert not (must_not & codes), codes
     text = " ".join(f["message"] for f in data["findings"])
@@ -505,7 +507,7 @@ def test_unknown_torch_is_a_usage_error(tmp_path: Path, torch: str, says: tuple[
 
 
 def test_json_shape_exact(tmp_path: Path) -> None:
-    _, data = run_check(write_profile(tmp_path, memory=100))
+    data = run_check(write_profile(tmp_path, memory=100), expect=1)
     assert set(data) == {"format", "command", "ok", "findings", "plan"}
     assert data["findings"] and all(
         set(f) == {"severity", "code", "message", "source"} for f in data["findings"]
@@ -523,18 +525,20 @@ def test_blender_optix_5x_raises_the_driver_to_order(tmp_path: Path) -> None:
         "os": "ubuntu22.04",
         "python": "3.10",
     }
-    _, data = run_check(write_profile(tmp_path, **keys))
+    data = run_check(write_profile(tmp_path, **keys), expect=0)
     assert data["plan"]["min_driver"] == "535"
     (info,) = [f for f in data["findings"] if f["code"] == "I-DRIVER-UNKNOWN"]
     assert "Blender OptiX needs 535" in info["message"]
     keys["blender"] = "4.2.3"  # 4.x: OptiX driver >= 495.89 (manual 4.x), below the toolkit's
-    _, data = run_check(write_profile(tmp_path, **keys))
+    data = run_check(write_profile(tmp_path, **keys), expect=0)
     assert data["plan"]["min_driver"] == "520.61.05"
 
 
 def test_blender_series_downloads_its_x_y_0_release(tmp_path: Path) -> None:
     # §6 downloads: .../Blender<MAJOR.MINOR>/blender-<X.Y.Z>-linux-x64.tar.xz needs a full version
-    _, data = run_check(write_profile(tmp_path, kind="blender", torch=None, blender="4.5", devices=["OPTIX"]))
+    data = run_check(
+        write_profile(tmp_path, kind="blender", torch=None, blender="4.5", devices=["OPTIX"]), expect=0
+    )
     plan = data["plan"]
     assert plan["blender_version"] == "4.5.0"
     assert (
@@ -551,7 +555,7 @@ def test_hash_mode_ignores_lines_the_marker_excludes(tmp_path: Path) -> None:
     path = write_profile(
         tmp_path, kind="custom", torch=None, backend="cpu", targets=["cpu"], requirements=["requirements.txt"]
     )  # kind "custom": no torch (a "pytorch" profile without torch.version gets the newest confirmed one)
-    _, data = run_check(path)
+    data = run_check(path, expect=0)
     (found,) = [f for f in data["findings"] if f["code"] == "I-HASH-MODE"]
     assert "carry none" not in found["message"], found  # the win32-only line needs no hash
 
@@ -569,11 +573,10 @@ def test_requirements_file_from_another_variant(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     path = write_profile(tmp_path, version="12.8", requirements=["requirements.txt"])
-    code, data = run_check(path)
+    data = run_check(path, expect=1)
     by_code: dict[str, list[str]] = {}
     for f in data["findings"]:
         by_code.setdefault(f["code"], []).append(f["message"])
-    assert code == 1
     assert (
         len(by_code["E-REQ-CONFLICT"]) == 1 and "+cu118" in by_code["E-REQ-CONFLICT"][0]
     )  # darwin line skipped

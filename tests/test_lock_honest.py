@@ -78,10 +78,12 @@ def profile(
     return path
 
 
-def check(env: dict[str, str], path: Path, url: str) -> tuple[int, dict[str, Any]]:
+def check(env: dict[str, str], path: Path, url: str, *, expect: int) -> dict[str, Any]:
+    """``check --json --resolve``; its exit status must be ``expect`` (0: ok, 1: error findings)."""
     done = envbuild(env, "check", path, "--json", "--resolve", "--index-url", url)
-    assert done.returncode in (0, 1), done.stdout + done.stderr
-    return done.returncode, json.loads(done.stdout)
+    assert done.returncode == expect, done.stdout + done.stderr
+    data: dict[str, Any] = json.loads(done.stdout)
+    return data
 
 
 def codes(result: dict[str, Any]) -> dict[str, str]:
@@ -126,9 +128,8 @@ def test_the_default_torch_yields_and_lock_says_why_the_newest_vllm_was_skipped(
 def test_a_declared_torch_that_conflicts_names_both_sides(
     tmp_path: Path, urls: UniverseURLs, env: dict[str, str]
 ) -> None:
-    code, result = check(env, profile(tmp_path, ["vllm>=0.33"], torch="2.14.1"), urls.pypi)
+    result = check(env, profile(tmp_path, ["vllm>=0.33"], torch="2.14.1"), urls.pypi, expect=1)
     found = codes(result)
-    assert code == 1
     message = found["E-REQ-CONFLICT"]
     assert "vllm 0.33.0 requires torch<=2.14.0; the profile declares torch.version 2.14.1" in message
     assert "I-TORCH-DEFAULT-YIELDED" not in found  # a declared torch never yields
@@ -139,34 +140,34 @@ def test_a_pick_many_series_back_is_an_error_unless_bounded_or_allowed(
     tmp_path: Path, urls: UniverseURLs, env: dict[str, str]
 ) -> None:
     # Declared torch 2.14.1: uv can only take vllm 0.2.2, 2 served series behind 0.34.0.
-    code, result = check(env, profile(tmp_path / "a", ["vllm"], torch="2.14.1"), urls.pypi)
+    result = check(env, profile(tmp_path / "a", ["vllm"], torch="2.14.1"), urls.pypi, expect=1)
     found = codes(result)
-    assert code == 1 and "E-OLD-RELEASE" in found, found
+    assert "E-OLD-RELEASE" in found, found
     assert "locked at 0.2.2, not 0.34.0" in found["E-OLD-RELEASE"]
     assert "flashinfer-python==0.7.3" in found["E-OLD-RELEASE"]  # uv's reason, quoted
     one_line(found)
     # Allowed by name: a warning with the same reason.
     allowed = profile(tmp_path / "b", ["vllm"], torch="2.14.1", python=('allow_old = ["vllm"]',))
-    code, result = check(env, allowed, urls.pypi)
+    result = check(env, allowed, urls.pypi, expect=0)
     found = codes(result)
-    assert code == 0 and "E-OLD-RELEASE" not in found and "locked at 0.2.2" in found["W-NEWEST-SKIPPED"]
+    assert "E-OLD-RELEASE" not in found and "locked at 0.2.2" in found["W-NEWEST-SKIPPED"]
     # Bounded by the profile: 0.2.2 is the newest its bound admits: nothing to say.
-    code, result = check(env, profile(tmp_path / "c", ["vllm<0.3"], torch="2.14.1"), urls.pypi)
+    result = check(env, profile(tmp_path / "c", ["vllm<0.3"], torch="2.14.1"), urls.pypi, expect=0)
     found = codes(result)
-    assert code == 0 and "E-OLD-RELEASE" not in found and "W-NEWEST-SKIPPED" not in found
+    assert "E-OLD-RELEASE" not in found and "W-NEWEST-SKIPPED" not in found
 
 
 def test_source_only_only_when_the_needed_release_has_no_compatible_wheel(
     tmp_path: Path, urls: UniverseURLs, env: dict[str, str]
 ) -> None:
     # abi3pkg 1.0 has an abi3 wheel (its dependency is missing); 0.9 is sdist-only: a conflict, not source.
-    code, result = check(env, profile(tmp_path / "a", ["abi3pkg"], torch="2.14.1"), urls.pypi)
+    result = check(env, profile(tmp_path / "a", ["abi3pkg"], torch="2.14.1"), urls.pypi, expect=1)
     found = codes(result)
-    assert code == 1 and "E-SOURCE-ONLY" not in found and "E-SOURCE-NEEDS-TORCH" not in found
+    assert "E-SOURCE-ONLY" not in found and "E-SOURCE-NEEDS-TORCH" not in found
     assert "missingdep" in found["E-REQ-CONFLICT"]
     one_line(found)
-    code, result = check(env, profile(tmp_path / "b", ["srconly"], torch="2.14.1"), urls.pypi)
-    assert code == 1 and "E-SOURCE-ONLY" in codes(result)
+    result = check(env, profile(tmp_path / "b", ["srconly"], torch="2.14.1"), urls.pypi, expect=1)
+    assert "E-SOURCE-ONLY" in codes(result)
 
 
 def test_served_releases_by_tag_compatibility(urls: UniverseURLs) -> None:

@@ -30,10 +30,12 @@ def urls(torch_urls: UniverseURLs) -> UniverseURLs:
     return torch_urls
 
 
-def check_json(env: dict[str, str], path: Path, *args: str) -> tuple[int, dict[str, Any]]:
+def check_json(env: dict[str, str], path: Path, *args: str, expect: int) -> dict[str, Any]:
+    """``check --json``; its exit status must be ``expect`` (0: ok, 1: error findings)."""
     done = envbuild(env, "check", path, "--json", *args)
-    assert done.returncode in (0, 1), done.stdout + done.stderr
-    return done.returncode, json.loads(done.stdout)
+    assert done.returncode == expect, done.stdout + done.stderr
+    data: dict[str, Any] = json.loads(done.stdout)
+    return data
 
 
 def codes(result: dict[str, Any]) -> dict[str, str]:
@@ -46,15 +48,15 @@ def test_bare_torch_line_the_resolved_cuda_decides_and_an_old_driver_is_refused(
     path = profile(tmp_path, packages=("torch==2.15.0",))
     # Before resolution (issue 37): the exact pin is the plan's torch, read against the catalog: cu132,
     # CUDA 13.2, so plain check already refuses the driver, naming the floor.
-    code, before = check_json(env, path, "--driver", "560.35.05")
-    assert code == 1 and not before["ok"]
+    before = check_json(env, path, "--driver", "560.35.05", expect=1)
+    assert not before["ok"]
     assert (before["plan"]["torch_version"], before["plan"]["accelerator_version"]) == ("2.15.0", "13.2")
     assert "560.35.05" in codes(before)["E-DRIVER-TOO-OLD"]
     assert "W-DRIVER-PROVISIONAL" not in codes(before)
     # Resolved: torch 2.15.0 requires cuda-toolkit 13.2.2 (recorded), which agrees.
-    code, after = check_json(env, path, "--driver", "560.35.05", "--resolve", "--index-url", urls.pypi)
+    after = check_json(env, path, "--driver", "560.35.05", "--resolve", "--index-url", urls.pypi, expect=1)
     plan, found = after["plan"], codes(after)
-    assert code == 1 and not after["ok"]
+    assert not after["ok"]
     assert (plan["torch_version"], plan["torch_variant"], plan["accelerator_version"]) == (
         "2.15.0",
         "cu132",
@@ -98,8 +100,9 @@ def test_torch_table_on_a_variant_index_keeps_the_local_tag(
     tmp_path: Path, urls: UniverseURLs, env: dict[str, str]
 ) -> None:
     path = profile(tmp_path, 'version = "13.0"', torch="2.14.1")
-    code, result = check_json(env, path, "--resolve", "--index-url", urls.variants, "--index-url", urls.pypi)
-    assert code == 0, result["findings"]
+    result = check_json(
+        env, path, "--resolve", "--index-url", urls.variants, "--index-url", urls.pypi, expect=0
+    )
     pins = {p["name"]: p for p in result["plan"]["pins"]}
     assert pins["torch"]["local"] == "cu130" and result["plan"]["accelerator_version"] == "13.0"
     assert "I-INDEX-DEFAULT-BUILD" not in codes(result)
@@ -130,19 +133,21 @@ def test_a_variant_the_index_does_not_serve_is_named_with_the_ways_out(
         .replace('backend = "cuda"', 'backend = "cpu"')
         .replace('targets = ["h100"]', "targets = []")
     )
-    code, result = check_json(env, cpu, "--resolve", "--index-url", urls.pypi)
+    result = check_json(env, cpu, "--resolve", "--index-url", urls.pypi, expect=1)
     found = codes(result)
-    assert code == 1 and "E-REQ-CONFLICT" not in found
+    assert "E-REQ-CONFLICT" not in found
     message = found["E-VARIANT-NOT-SERVED"]
     assert "torch 2.14.1+cpu" in message and "default build" in message
     assert "download.pytorch.org/whl/cpu" in message and "--find-links" in message
     # The same profile against the index that serves +cpu resolves, and never adopts the CUDA build.
-    code, served = check_json(env, cpu, "--resolve", "--index-url", urls.variants, "--index-url", urls.pypi)
-    assert code == 0 and {p["name"]: p["local"] for p in served["plan"]["pins"]}["torch"] == "cpu"
+    served = check_json(
+        env, cpu, "--resolve", "--index-url", urls.variants, "--index-url", urls.pypi, expect=0
+    )
+    assert {p["name"]: p["local"] for p in served["plan"]["pins"]}["torch"] == "cpu"
     # A declared CUDA version the index does not serve: not adopted, and the served default is named.
     cu126 = profile(tmp_path / "cu126", 'version = "12.6"', torch="2.14.1")
-    code, result = check_json(env, cu126, "--resolve", "--index-url", urls.pypi)
-    assert code == 1 and 'accelerator.version = "13.0"' in codes(result)["E-VARIANT-NOT-SERVED"]
+    result = check_json(env, cu126, "--resolve", "--index-url", urls.pypi, expect=1)
+    assert 'accelerator.version = "13.0"' in codes(result)["E-VARIANT-NOT-SERVED"]
 
 
 def test_a_declared_cuda_version_with_an_exact_torch_pin_plans_that_build(
@@ -152,9 +157,9 @@ def test_a_declared_cuda_version_with_an_exact_torch_pin_plans_that_build(
     resolution (issue 37), torch 2.15.0 publishes cu126, so the plan is its cu126 build, which the package
     index (default builds, cu132) does not serve: the PyTorch cu126 index is named as the way out."""
     path = profile(tmp_path, 'version = "12.6"', packages=("torch==2.15.0",))
-    code, result = check_json(env, path, "--resolve", "--index-url", urls.pypi)
+    result = check_json(env, path, "--resolve", "--index-url", urls.pypi, expect=1)
     message = codes(result)["E-VARIANT-NOT-SERVED"]
-    assert code == 1 and "torch 2.15.0+cu126" in message and "(cu132)" in message
+    assert "torch 2.15.0+cu126" in message and "(cu132)" in message
     assert "download.pytorch.org/whl/cu126" in message
     assert result["plan"]["accelerator_version"] == "12.6"
 
