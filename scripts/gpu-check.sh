@@ -23,11 +23,13 @@
 # python_executable; 3. `envbuild validate --keep-going` with stage timeouts (the performance stage with a
 # 30 s budget: matmul per dtype, bandwidths, the hardware sampled under load), then `envbuild report
 # verify` (--keep-going runs every stage whose facts are there: a package difference on a bare host no
-# longer hides the GPU stages); 4. print a compact summary and copy report.json, report.md, junit.xml, the
-# lock and the whole run folder (run.tar.gz, verifiable off the machine) to $OUT; 5. capture the hardware
+# longer hides the GPU stages); 4. print a compact summary and copy report.json, the lock and the whole
+# run folder (run.tar.gz, verifiable off the machine; report.md and junit.xml are in it) to $OUT; 5.
+# capture the hardware
 # (tests/gpu/hardware_capture.py: nvidia-smi-q-x.xml, and hardware.json with NVML's facts, every raw
 # value NVML returned for each call envbuild made, printed per device beside the parsed DeviceFacts, and
-# the rules' verdicts) for a fixture: at most 7 files, none in a sub-folder, so a log tee'd to $OUT fits
+# the rules' verdicts) and torch (tests/gpu/torch_capture.py: torch.json, the probes' output and every
+# device property) for fixtures: at most 7 files, none in a sub-folder, so a log tee'd to $OUT fits
 # the device tool's limit (8 files back, at most 2 folders down).
 #
 # Time: under 5 minutes on one H200, install and compile included.  GPU_CHECK_BUDGET_S (270 s) counts from
@@ -368,9 +370,8 @@ VERIFY=$?
 # -- 4. summary and results --------------------------------------------------------------------------------
 summary "$RUN_DIR"
 
-for f in report.json report.md junit.xml; do
-  [ -f "$RUN_DIR/$f" ] && cp "$RUN_DIR/$f" "$OUT/$f"
-done
+# report.md and junit.xml stay in run.tar.gz: the device tool brings back at most 8 files.
+cp "$RUN_DIR/report.json" "$OUT/report.json"
 
 # -- 5. the hardware, for a fixture (issue 26) ---------------------------------------------------------
 # nvidia-smi -q -x as the driver prints it (nvidia-smi-q-x.xml), and hardware.json: the facts NVML gives
@@ -386,6 +387,9 @@ else
 fi
 timeout "$(within 60 0)" "$PY" "$REPO/tests/gpu/hardware_capture.py" "$SITE:$REPO" "$LOCK" \
   "$WORK/nvidia-smi-q-x.xml" "$OUT/hardware.json" || echo "gpu-check: the hardware capture failed"
+section "torch: the validator's probes as they print, every device property (torch.json)"
+timeout "$(within 60 0)" "$PY" "$REPO/tests/gpu/torch_capture.py" "$SITE:$REPO" "$PY" "$OUT/torch.json" ||
+  echo "gpu-check: the torch capture failed"
 cp "$LOCK" "$OUT/envbuild.lock.json"
 tar -C "$(dirname "$RUN_DIR")" -czf "$OUT/run.tar.gz" "$(basename "$RUN_DIR")"
 section "results"

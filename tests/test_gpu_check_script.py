@@ -130,15 +130,11 @@ def test_dry_run_reads_the_nvml_stand_in_and_writes_a_verified_report(
     assert out.parent == tmp_path
     files = sorted(p.name for p in out.iterdir())
     # no nvidia-smi here: no nvidia-smi-q-x.xml
-    assert files == [
-        "envbuild.lock.json",
-        "hardware.json",
-        "junit.xml",
-        "report.json",
-        "report.md",
-        "run.tar.gz",
-    ]
+    assert files == ["envbuild.lock.json", "hardware.json", "report.json", "run.tar.gz", "torch.json"]
     assert all(p.is_file() for p in out.iterdir())  # nothing in sub-folders: the device tool limits
+    torch_json = json.loads((out / "torch.json").read_text(encoding="utf-8"))  # this venv's CPU torch
+    assert torch_json["devices"]["devices"] == [] and torch_json["accelerator"]["available"] is False
+    assert torch_json["packages"]["builds"]["torch"] == torch_json["accelerator"]["torch_version"]
     captured = json.loads((out / "hardware.json").read_text(encoding="utf-8"))
     assert captured["nvidia_smi_q_x"] is None
     (device,) = captured["nvml"]["devices"]

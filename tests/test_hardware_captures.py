@@ -11,7 +11,8 @@ import pytest
 
 from envbuild.errors import EXIT_USAGE, CaptureError
 from envbuild.hardware.captures import read_capture
-from envbuild.models.hardware import NOT_APPLICABLE, GpuProcess, PcieLink
+from envbuild.hardware.nvidia_query import parse_query_gpu
+from envbuild.models.hardware import NOT_APPLICABLE, GpuProcess, HardwareFacts, PcieLink
 
 SMI = Path(__file__).parent / "fixtures" / "smi"
 REAL = SMI / "real"
@@ -145,3 +146,45 @@ def test_a_truncated_screen_is_refused(tmp_path: Path) -> None:
 def test_a_missing_file_is_a_capture_error(tmp_path: Path) -> None:
     with pytest.raises(CaptureError, match="cannot read the capture"):
         read_capture(tmp_path / "absent.xml")
+
+
+# envbuild's own captures of one lent H200 (tests/fixtures/smi/SOURCES.md): the NVIDIA formats the
+# validator and `check --smi` read, from one machine, agree with each other and pass an h200 order.
+H200_CAPTURES = (REAL / "nvidia-smi-q-x" / "h200-580.159.04.xml", REAL / "nvidia-smi" / "H200.txt")
+H200_QUERY = REAL / "nvidia-smi-query" / "h200.csv"  # the validator's --query-gpu (check --smi takes no CSV)
+
+
+def _h200_readings() -> list[HardwareFacts]:
+    query = parse_query_gpu(H200_QUERY.read_text(encoding="utf-8"), str(H200_QUERY))
+    return [read_capture(p) for p in H200_CAPTURES] + [query]
+
+
+@pytest.mark.parametrize("which", range(3), ids=["xml", "screen", "query-gpu"])
+def test_a_recorded_h200_reads_as_one_h200_in_every_format(which: int) -> None:
+    from envbuild.catalog import load_catalog
+    from envbuild.hardware.rules import Order, judge_rules
+
+    got = _h200_readings()[which]
+    (dev,) = got.devices
+    assert (dev.name, dev.memory_total_mib, dev.pci_bus_id) == ("NVIDIA H200", 143771, "00000000:00:06.0")
+    assert got.driver_version == "580.159.04"
+    cat = load_catalog()
+    card = cat.card("h200")
+    assert card is not None
+    judged = judge_rules(got, Order(targets=(card,), gpus=1), cat)
+    failing = [(v.rule, v.verdict) for v in judged.verdicts if v.verdict not in ("passed", "unjudged")]
+    assert failing == []
+    assert [f.code for f in judged.findings if f.code.startswith(("E-", "W-"))] == []
+
+
+def test_the_recorded_h200s_xml_carries_what_the_screen_cannot() -> None:
+    xml, screen, query = (r.devices[0] for r in _h200_readings())
+    assert (xml.pci_device_id, xml.pcie.gen_current, xml.pcie.width_current) == ("10de:2335", 5, 16)
+    assert (xml.ecc.mode_current, xml.ecc.volatile_uncorrectable, xml.ecc.remap_pending) == (
+        "Enabled",
+        0,
+        False,
+    )
+    assert (xml.power_limit_w, xml.persistence_mode, xml.processes) == (700, "Enabled", ())
+    assert (screen.pci_device_id, screen.pcie) == (None, PcieLink())
+    assert (query.arch, query.uuid) == ("sm_90", "GPU-beee74ee-4a96-3023-fe6a-d6654c1b3026")

@@ -244,3 +244,30 @@ def test_resolved_lock_compares_the_whole_installed_set(tmp_path: Path) -> None:
     assert pk.facts["missing"] == [f"not-installed-here=={have['filelock']}"]
     assert pk.facts["extras"] == [f"filelock {have['filelock']}", f"mpmath {have['mpmath']}"]
     assert "envbuild lock" not in (pk.hint or "") and "--require-hashes --no-deps" in (pk.hint or "")
+
+
+def test_the_packages_probe_reads_the_torch_builds_own_version(tmp_path: Path) -> None:
+    """This venv's torch (2.13.0+cpu from the PyTorch CPU index) names its tag in its metadata and in
+    torch/version.py alike.  A distribution shaped like the package index's default torch build (metadata
+    2.11.0, version.py 2.11.0+cu130, as recorded on a lent H200: tests/fixtures/torch/README.md) is
+    written by hand into a folder put first on the probe's path, where it shadows this venv's torch."""
+    import torch
+
+    from envbuild.validate.probe import run_probe
+
+    ours = run_probe(sys.executable, "packages", {}, 120)
+    assert ours.outcome == "ok", ours.reason
+    assert ours.data["builds"]["torch"] == torch.__version__ == ours.data["installed"]["torch"]
+    dist_info = tmp_path / "torch-2.11.0.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.11.0\n")
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "version.py").write_text(
+        "from typing import Optional\n\n__all__ = ['__version__']\n"
+        "__version__ = '2.11.0+cu130'\ncuda: Optional[str] = '13.0'\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    shadowing = run_probe(sys.executable, "packages", {}, 120, env=env)
+    assert shadowing.outcome == "ok", shadowing.reason
+    assert shadowing.data["installed"]["torch"] == "2.11.0"
+    assert shadowing.data["builds"]["torch"] == "2.11.0+cu130"

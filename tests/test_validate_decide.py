@@ -6,7 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from validate_support import gpu_lock, locked
+from validate_support import gpu_lock, locked, torch_fixture
 
 from envbuild.errors import UsageError
 from envbuild.models import Lock, LockPackage
@@ -430,3 +430,69 @@ def test_gpu_lock_without_torch_uses_the_vendor_tools() -> None:
     assert none.error == "cuda lock but the vendor tools see no GPU" and "--gpus all" in (none.hint or "")
     assert decide_accelerator_without_torch(lock, 1, "570.133.20", "NVML").status == "passed"
     assert decide_accelerator_without_torch(lock, 1, "535.104.05", "NVML").status == "failed"
+
+
+# The lock rendered for the lent H200 pins torch 2.11.0+cu130 (tests/gpu/h200-torch211.toml).
+H200_TORCH = LockPackage(
+    name="torch", version="2.11.0", local="cu130", requirement="torch==2.11.0+cu130", origin="torch pin"
+)
+
+
+def test_the_recorded_h200s_torch_from_the_package_index_is_its_cu130_build() -> None:
+    """Recorded on a lent H200 by scripts/gpu-check.sh (tests/fixtures/torch/README.md): the machine's
+    torch family came from the package index; the metadata says 2.11.0, each version.py +cu130.  Before
+    the builds were read, the packages stage failed it as a wrong variant."""
+    recorded = torch_fixture("h200-torch2.11.0-cu130.recorded.json")["packages"]
+    assert recorded["installed"]["torch"] == "2.11.0"
+    assert recorded["builds"] == {
+        "torch": "2.11.0+cu130",
+        "torchaudio": "2.11.0+cu130",
+        "torchvision": "0.26.0+cu130",
+    }
+    lock = replace(LOCK, packages=(H200_TORCH, _pkg("torchvision", "0.26.0", "cu130")))
+    facts = {**recorded, "broken": [], "check_mode": "packaging"}
+    res = decide_packages(lock, facts)
+    assert res.status == "passed", res.error
+    assert res.facts["builds"] == recorded["builds"]
+    before = decide_packages(lock, {**facts, "builds": {}})
+    assert before.facts["differences"] == [
+        "torch: declared 2.11.0+cu130, installed 2.11.0 "
+        "(wrong variant: cu130 declared, no local tag installed)",
+        "torchvision: declared 0.26.0+cu130, installed 0.26.0 "
+        "(wrong variant: cu130 declared, no local tag installed)",
+    ]
+
+
+def test_the_default_build_without_a_local_tag_is_read_from_its_version_file() -> None:
+    lock = replace(LOCK, packages=(H200_TORCH,))
+    built = {"torch": "2.11.0+cu130"}
+    assert package_differences(lock, {"torch": "2.11.0"}, built) == []
+    assert package_differences(lock, {"torch": "2.11.0"}) == [  # no build read: the tag is unknown
+        "torch: declared 2.11.0+cu130, installed 2.11.0 "
+        "(wrong variant: cu130 declared, no local tag installed)"
+    ]
+    assert package_differences(lock, {"torch": "2.11.0"}, {"torch": "2.11.0+cpu"}) == [
+        "torch: declared 2.11.0+cu130, installed 2.11.0 (its build 2.11.0+cpu, from torch/version.py) "
+        "(wrong variant: cu130 declared, cpu installed)"
+    ]
+    # the metadata's own tag comes first; a build of another release names nothing
+    assert package_differences(lock, {"torch": "2.11.0+cpu"}, built) == [
+        "torch: declared 2.11.0+cu130, installed 2.11.0+cpu (wrong variant: cu130 declared, cpu installed)"
+    ]
+    assert package_differences(lock, {"torch": "2.11.0"}, {"torch": "2.10.0+cu130"})[0].endswith(
+        "(wrong variant: cu130 declared, no local tag installed)"
+    )
+
+
+def test_a_resolved_lock_accepts_the_default_build_of_its_variant() -> None:
+    lock = replace(RESOLVED, distributions=(locked("torch", "2.11.0", "cu130", declared_by=("torch pin",)),))
+    facts = {"installed": {"torch": "2.11.0"}, "broken": [], "check_mode": "packaging"}
+    assert decide_packages(lock, {**facts, "builds": {"torch": "2.11.0+cu130"}}).status == "passed"
+    res = decide_packages(lock, {**facts, "builds": {"torch": "2.11.0+cu128"}})
+    assert res.facts["wrong_variant"] == [
+        "torch 2.11.0 (its build 2.11.0+cu128, from torch/version.py) instead of 2.11.0+cu130 "
+        "(declared by torch pin)"
+    ]
+    # a lock of the package index's default build (no tag) takes the metadata as it is
+    untagged = replace(RESOLVED, distributions=(locked("torch", "2.11.0", declared_by=("torch pin",)),))
+    assert decide_packages(untagged, {**facts, "builds": {"torch": "2.11.0+cu130"}}).status == "passed"

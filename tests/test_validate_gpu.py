@@ -14,6 +14,7 @@ from validate_support import gpu_lock, smi_text, torch_fixture
 from envbuild.hardware.amd import parse_amd_smi, parse_rocm_smi
 from envbuild.hardware.nvidia_query import parse_query_gpu
 from envbuild.hardware.nvidia_xml import parse_nvidia_xml
+from envbuild.models import Lock
 from envbuild.models.hardware import HardwareFacts
 from envbuild.validate.gpu import arch_covered, decide_accelerator, decide_devices
 
@@ -265,3 +266,55 @@ def test_an_mi250x_is_two_devices_of_64_gib(tmp_path: Path) -> None:
     assert "a lot has" not in (res.error or "")
     one = decide_devices(lock, {**both, "devices": both["devices"][:1]}, [])
     assert "1 AMD Instinct MI250X visible; a lot has 2 devices (2 per card)" in (one.error or "")
+
+
+# Recorded on a lent H200 by scripts/gpu-check.sh (2026-12-04): torch 2.11.0+cu130 from the package index,
+# driver 580.159.04 (tests/fixtures/torch/README.md, tests/fixtures/smi/SOURCES.md).
+H200_TORCH = "h200-torch2.11.0-cu130.recorded.json"
+H200_XML = "real/nvidia-smi-q-x/h200-580.159.04.xml"
+
+
+def _h200_lock() -> Lock:
+    """The lock rendered from the profile the lent H200 was validated against (tests/gpu/)."""
+    from envbuild.plan import check
+    from envbuild.profile import load_profile
+    from envbuild.render import make_lock
+
+    profile = Path(__file__).resolve().parent / "gpu" / "h200-torch211.toml"
+    return make_lock(check(load_profile(str(profile))).plan)
+
+
+def test_a_recorded_h200_passes_accelerator_and_devices() -> None:
+    lock = _h200_lock()
+    assert (lock.torch_version, lock.torch_variant, lock.accelerator_version) == ("2.11.0", "cu130", "13.0")
+    facts = torch_fixture(H200_TORCH)
+    view = _nvidia(H200_XML)
+    acc = decide_accelerator(lock, facts["accelerator"], view.driver_version, "nvidia-smi")
+    assert acc.status == "passed", acc.error
+    dev = decide_devices(lock, facts["devices"], [view])
+    assert dev.status == "passed", dev.error
+    (row,) = dev.facts["devices"]
+    assert (row["arch"], row["covered_by"], row["target"], row["memory_gib"]) == (
+        "sm_90",
+        "cubin sm_90",
+        "h200",
+        139.8,
+    )
+    assert dev.facts["smi_agreement"] == "agrees with nvidia-smi"
+    query = parse_query_gpu(smi_text("real/nvidia-smi-query/h200.csv"), "nvidia-smi --query-gpu")
+    assert query.devices[0].arch == "sm_90"
+    assert decide_devices(lock, facts["devices"], [query]).status == "passed"
+
+
+def test_a_cuda_devices_gcn_arch_name_is_not_its_arch() -> None:
+    """torch 2.11's CUDA device properties carry gcnArchName too, holding the device's name: read as
+    the arch, every NVIDIA device had "no kernels in torch" and was "not a declared card" (the devices
+    stage failed so on the lent H200 before the fix)."""
+    facts = torch_fixture(H200_TORCH)
+    (props,) = facts["device_properties"]
+    assert props["gcnArchName"] == props["name"] == "NVIDIA H200"
+    (device,) = facts["devices"]["devices"]
+    as_before = {**facts["devices"], "devices": [{**device, "gcnArchName": props["gcnArchName"]}]}
+    res = decide_devices(_h200_lock(), as_before, [_nvidia(H200_XML)])
+    assert res.status == "passed", res.error
+    assert res.facts["devices"][0]["arch"] == "sm_90"

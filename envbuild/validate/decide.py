@@ -2,6 +2,9 @@
 
 Nothing here runs a process or imports torch, so recorded facts from real machines can be fed to the
 same code that decides on a live machine.
+
+Over 400 lines because: one concern, the stages decided from plain facts; the packages comparison
+(declared, resolved, the torch family's builds) is most of it and shares its version helpers.
 """
 
 from __future__ import annotations
@@ -132,8 +135,27 @@ def _split_local(version: str) -> tuple[str, str | None]:
     return public, local or None
 
 
-def package_differences(lock: Lock, installed: dict[str, str]) -> list[str]:
-    """Every difference between the lock's packages and ``installed`` (canonical name -> version)."""
+def installed_local(key: str, version: str, builds: dict[str, str] | None) -> tuple[str | None, str]:
+    """The local tag of the installed ``version`` of ``key`` and how it was read.
+
+    The metadata's own tag comes first.  Without one, the build's own version (the packages probe reads
+    ``torch/version.py``'s ``__version__``: the package index's default torch build installs as
+    ``2.11.0`` and calls itself ``2.11.0+cu130``) gives it, when its public version is the same.
+    """
+    public, local = _split_local(version)
+    if local is not None:
+        return local, ""
+    build_public, build_local = _split_local((builds or {}).get(key, ""))
+    if build_local and _same_version(public, build_public):
+        return build_local, f" (its build {build_public}+{build_local}, from {key}/version.py)"
+    return None, ""
+
+
+def package_differences(
+    lock: Lock, installed: dict[str, str], builds: dict[str, str] | None = None
+) -> list[str]:
+    """Every difference between the lock's packages and ``installed`` (canonical name -> version);
+    ``builds``: the torch family's own versions (see :func:`installed_local`)."""
     diffs: list[str] = []
     for pkg in lock.packages:
         key = canonicalize_name(pkg.name)
@@ -150,16 +172,13 @@ def package_differences(lock: Lock, installed: dict[str, str]) -> list[str]:
             if spec and not spec.contains(have, prereleases=True):
                 diffs.append(f"{pkg.name}: declared {pkg.requirement}, installed {have}")
             continue
-        have_public, have_local = _split_local(have)
-        try:
-            same_public = Version(have_public) == Version(pkg.version)
-        except InvalidVersion:
-            same_public = have_public == pkg.version
-        if not same_public:
+        have_public, _ = _split_local(have)
+        have_local, read_from = installed_local(key, have, builds)
+        if not _same_version(have_public, pkg.version):
             diffs.append(f"{pkg.name}: declared {declared}, installed {have}")
         elif pkg.local and have_local != pkg.local:
             diffs.append(
-                f"{pkg.name}: declared {declared}, installed {have} "
+                f"{pkg.name}: declared {declared}, installed {have}{read_from} "
                 f"(wrong variant: {pkg.local} declared, {have_local or 'no local tag'} installed)"
             )
     return diffs
@@ -214,13 +233,17 @@ def _same_version(a: str, b: str) -> bool:
 
 
 def distribution_differences(
-    lock: Lock, installed: dict[str, str], names: dict[str, str] | None = None
+    lock: Lock,
+    installed: dict[str, str],
+    names: dict[str, str] | None = None,
+    builds: dict[str, str] | None = None,
 ) -> DistributionComparison:
     """Compare every installed distribution (name -> version, any spelling) with ``lock.distributions``.
 
     A different public version fails even when it satisfies every declared range (the lock pins the
     whole set); a different local tag (``+cpu`` locked, ``+cu128`` or none installed) is a wrong
-    variant.  ``names`` (canonical -> display name) only changes how extras are spelled.
+    variant.  ``names`` (canonical -> display name) only changes how extras are spelled; ``builds``:
+    the torch family's own versions (see :func:`installed_local`).
     """
     have = {canonicalize_name(k): v for k, v in installed.items()}
     shown = {canonicalize_name(k): v for k, v in (names or {}).items()}
@@ -232,12 +255,20 @@ def distribution_differences(
         if version is None:
             out.missing.append(f"{dist.spec}{_provenance(dist)}")
             continue
-        public, local = _split_local(version)
+        public, _ = _split_local(version)
         wanted = dist.version + (f"+{dist.local}" if dist.local else "")
         if not _same_version(public, dist.version):
             out.different.append(f"{dist.name} {version} instead of {wanted}{_provenance(dist)}")
-        elif local != dist.local:
-            out.wrong_variant.append(f"{dist.name} {version} instead of {wanted}{_provenance(dist)}")
+            continue
+        # A lock pinned without a local tag (the package index's default build) takes the metadata as it
+        # is; one pinned with a tag also accepts the build that names that tag only in its version.py.
+        local, read_from = (
+            installed_local(key, version, builds) if dist.local else (_split_local(version)[1], "")
+        )
+        if local != dist.local:
+            out.wrong_variant.append(
+                f"{dist.name} {version}{read_from} instead of {wanted}{_provenance(dist)}"
+            )
     names_locked = {canonicalize_name(d.name) for d in locked}
     for key in sorted(set(have) - names_locked):
         seed = " (comes with every venv)" if key in VENV_SEEDS else ""
@@ -255,7 +286,9 @@ def _group(label: str, items: list[str], limit: int | None) -> str:
 
 
 def _resolved_facts(lock: Lock, installed: dict[str, str], facts: dict[str, Any]) -> dict[str, Any]:
-    cmp = distribution_differences(lock, installed, dict(facts.get("names", {})))
+    cmp = distribution_differences(
+        lock, installed, dict(facts.get("names", {})), dict(facts.get("builds", {}))
+    )
     return {
         "compared": "distributions",
         "locked_count": sum(1 for d in lock.distributions if d.in_image),
@@ -342,7 +375,11 @@ def decide_packages(lock: Lock, facts: dict[str, Any], python: str | None = None
         note = None
     else:
         note = NOT_RESOLVED_NOTE.format(n=len(lock.packages))
-        shown.update(compared="declared", note=note, differences=package_differences(lock, installed))
+        shown.update(
+            compared="declared",
+            note=note,
+            differences=package_differences(lock, installed, dict(facts.get("builds", {}))),
+        )
     shown.update(
         broken=broken,
         broken_unlocked=unlocked,
@@ -351,6 +388,8 @@ def decide_packages(lock: Lock, facts: dict[str, Any], python: str | None = None
     )
     if facts.get("shadowed"):
         shown["shadowed"] = facts["shadowed"]
+    if facts.get("builds"):
+        shown["builds"] = facts["builds"]  # the torch family's own versions (installed_local)
     warning = (
         f"{len(unlocked)} broken requirement{'s' if len(unlocked) != 1 else ''} of distributions the lock "
         f"neither names nor needs (not failing): " + "; ".join(unlocked)

@@ -47,9 +47,12 @@ def arch_covered(arch: str, arch_list: Sequence[str]) -> str | None:
 
 
 def device_arch(dev: dict[str, Any]) -> str:
-    gcn = dev.get("gcnArchName")
-    if gcn:
-        return str(gcn).split(":")[0]
+    """``gfx90a`` from a ROCm device's ``gcnArchName`` (``gfx90a:sramecc+:xnack-``), else ``sm_XY`` from
+    its capability.  A ``gcnArchName`` that is no gfx name is ignored: CUDA builds of torch (2.11.0+cu130
+    on an H200) give the device's name there."""
+    gcn = str(dev.get("gcnArchName") or "").split(":")[0]
+    if gcn.startswith("gfx"):
+        return gcn
     return f"sm_{dev.get('major')}{dev.get('minor')}"
 
 

@@ -21,7 +21,9 @@ for index in range(torch.cuda.device_count()):
         "total_memory": int(props.total_memory),
         "multi_processor_count": int(props.multi_processor_count),
     }
-    gcn = getattr(props, "gcnArchName", None)
+    # ROCm builds only: CUDA builds have the attribute too (torch 2.11.0+cu130 on an H200 answers
+    # "NVIDIA H200", the device's name), which read as the arch made every NVIDIA device uncovered.
+    gcn = getattr(props, "gcnArchName", None) if torch.version.hip else None
     if gcn:
         entry["gcnArchName"] = gcn
     uuid = getattr(props, "uuid", None)

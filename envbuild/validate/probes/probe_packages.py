@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from _probe_common import emit, read_args
@@ -87,9 +88,32 @@ for key, info in sorted(dists.items()):
                 f"but you have {dep['name']} {dep['version']}"
             )
 
+# The build each torch-family distribution says it is.  The package index's default torch build carries
+# no local tag in its metadata (torch 2.11.0 from PyPI installs as "2.11.0"), but its version.py does
+# ("2.11.0+cu130"): the packages stage reads the variant from there when the metadata has none.
+BUILD_FILES = {
+    "torch": "torch/version.py",
+    "torchvision": "torchvision/version.py",
+    "torchaudio": "torchaudio/version.py",
+}
+VERSION_LINE = re.compile(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", re.M)
+builds: dict[str, str] = {}
+for key, relative in BUILD_FILES.items():
+    if key not in dists:
+        continue
+    try:
+        found = VERSION_LINE.search(
+            Path(str(metadata.distribution(key).locate_file(relative))).read_text(encoding="utf-8")
+        )
+    except (OSError, UnicodeDecodeError, metadata.PackageNotFoundError):
+        continue
+    if found:
+        builds[key] = found.group(1)
+
 emit(
     {
         "installed": {k: v["version"] for k, v in sorted(dists.items())},
+        "builds": builds,
         "names": {k: v["name"] for k, v in sorted(dists.items())},
         "shadowed": {k: v["shadowed"] for k, v in dists.items() if "shadowed" in v},
         "broken": broken,
