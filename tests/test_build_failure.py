@@ -40,7 +40,7 @@ def gxx(tmp_path: Path, source: str, *flags: str) -> subprocess.CompletedProcess
 
 def test_the_first_gxx_error_is_quoted_with_its_file_line_and_column(tmp_path: Path) -> None:
     proc = gxx(tmp_path, BROKEN_CPP)
-    assert proc.returncode != 0
+    assert proc.returncode == 1, proc.stderr  # g++: a compile error
     lines = proc.stderr.splitlines()
     assert any(": In function " in line for line in lines), proc.stderr  # the context line, skipped
     hint = first_compiler_error(lines)

@@ -387,7 +387,7 @@ def test_validate_on_a_host_without_gpus_names_the_gpu_and_never_passes(
     proc = envbuild("validate", "--image", cuda_image.tag, "--out", out, timeout=1800)
     cuda_image.clock.note("validate --image", time.monotonic() - started)
     print("cuda lane: validate's first lines:\n" + "\n".join(proc.stderr.splitlines()[:6]), flush=True)
-    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # a failed validation
     first = proc.stderr.splitlines()[0]
     assert first.startswith("envbuild: this host's Docker has no NVIDIA runtime"), proc.stderr
     _, report = only_run(out)

@@ -141,7 +141,7 @@ def test_wheelhouse_route_installs_offline_after_fetch_find_links(
         timeout=300,
         check=False,
     )
-    assert plain.returncode != 0
+    assert plain.returncode == 1, plain.stderr  # pip's error status
     assert "No matching distribution found for torchlike==2.13.0+cpu" in plain.stderr
 
     # fetch without the folder: a usage error that names the flag and the file
@@ -236,7 +236,7 @@ def test_credentials_are_written_as_variables_and_expanded_by_pip(
         assert "Set `ENVBUILD_INDEX_1_USER`, `ENVBUILD_INDEX_1_TOKEN` first" in files["README.md"]
 
         refused = run_route(bundle, env)  # the variables unset: pip sends the references, the index says 401
-        assert refused.returncode != 0
+        assert refused.returncode == 1, refused.stdout + refused.stderr  # pip: 401 from the index
         accepted = run_route(bundle, {**env, "ENVBUILD_INDEX_1_USER": user, "ENVBUILD_INDEX_1_TOKEN": token})
         assert accepted.returncode == 0, accepted.stdout + accepted.stderr
         assert installed(bundle) == "2.13.0+cpu"
@@ -332,6 +332,6 @@ def test_tools_are_locked_hashed_and_installed_with_require_hashes(
     assert install().returncode == 0
     tamper(next((bundle / "tools").glob("docker-*.whl")))
     refused = install()
-    assert refused.returncode != 0
+    assert refused.returncode == 1, refused.stdout + refused.stderr  # pip's error status
     assert "THESE PACKAGES DO NOT MATCH THE HASHES" in refused.stdout + refused.stderr
     assert json.loads((bundle / "envbuild.lock.json").read_text())["resolved"] is True
