@@ -16,7 +16,10 @@
 #             writes and verifies the report.  Results go to a temporary folder (printed).
 #   Overrides: GPU_CHECK_PROFILE=path.toml, GPU_CHECK_PYTHON=interpreter, GPU_CHECK_BUDGET_S=seconds
 #             (the whole script's, 270 by default), GPU_CHECK_NVML_STUB=DIR (dry run: a folder holding
-#             an already built stand-in libnvidia-ml.so.1; "none": no stand-in, no vendor tool answers).
+#             an already built stand-in libnvidia-ml.so.1; "none": no stand-in, no vendor tool answers),
+#             GPU_CHECK_CONTEND=1 (a second process runs bf16 matrix products on every GPU for the whole
+#             validation: a machine that delivers about half its speed, which the performance stage must
+#             fail; the run is then expected to exit 1).
 #
 # Steps: 1. print the environment; 2. render the profile (`envbuild render --force`), build the probe ops
 # once, as the image's builder stage does (nvcc for the ordered card's sm_90 only), and rewrite the lock's
@@ -356,8 +359,29 @@ print(f"hardware in the report: source {hw.get('source')}, NVML version {prov.ge
 EOF
 }
 
+CONTENDER=""
+if [ "${GPU_CHECK_CONTEND:-0}" = 1 ]; then
+  section "contention: a second process's bf16 matrix products on every GPU, for the whole validation"
+  "$PY" - <<'EOF' &
+import time
+import torch
+
+deadline = time.monotonic() + 600  # killed after validate; never outlives a forgotten run by long
+mats = [torch.randn(8192, 8192, device=f"cuda:{i}", dtype=torch.bfloat16) for i in range(torch.cuda.device_count())]
+print(f"contender: {len(mats)} GPU(s) busy", flush=True)
+while time.monotonic() < deadline:
+    for m in mats:
+        m @ m
+EOF
+  CONTENDER=$!
+  sleep 15  # its CUDA context and first products before the validator starts
+fi
 validate "$LAUNCH" "$WORK/runs"
 CODE=$?
+if [ -n "$CONTENDER" ]; then
+  kill "$CONTENDER" 2>/dev/null
+  wait "$CONTENDER" 2>/dev/null
+fi
 RUN_DIR="$(run_dir_of "$WORK/runs")"
 if [ -z "$RUN_DIR" ] || [ ! -f "$RUN_DIR/report.json" ]; then
   echo "gpu-check: the validator wrote no report (exit $CODE)" >&2

@@ -210,3 +210,48 @@ def test_an_achieved_figure_must_be_a_cards_below_its_datasheet(
         f.write(extra)
     with pytest.raises(CatalogError, match=re.escape(problem)):
         load_performance(folder)
+
+
+def _as_probe_figures(stage: dict[str, Any]) -> dict[str, Any]:
+    """A recorded performance stage's figures back in the probe's shape (what decide_performance reads)."""
+    figures: dict[str, Any] = {"matmul": [], "memory_copy": [], "host": []}
+    for f in stage["facts"]["figures"]:
+        device, _, dtype = f["where"].partition(" ")
+        if f["figure"] == "matmul":
+            figures["matmul"].append({"device": device, "dtype": dtype, "tflops": f["measured"]})
+        elif f["figure"] == "memory_copy":
+            figures["memory_copy"].append({"device": device, "gbs": f["measured"]})
+        else:
+            figures["host"].append({"device": device, "direction": f["figure"], "gbs": f["measured"]})
+    return figures
+
+
+def test_a_lent_h200_passes_and_the_same_h200_with_a_second_process_fails() -> None:
+    """Recorded on one lent H200 (tests/fixtures/perf/SOURCES.md): healthy, and with a second process
+    running bf16 products throughout (GPU_CHECK_CONTEND=1), which halved every matmul figure."""
+    import json
+
+    recorded = json.loads((PERF / "h200-lent-2026-12-04.recorded.json").read_text(encoding="utf-8"))
+    lock = gpu_lock("cuda", ["h200"])
+    healthy = decide_performance(lock, _as_probe_figures(recorded["healthy"]), None, load_performance())
+    assert healthy.status == "passed", healthy.error
+    assert [f["ok"] for f in healthy.facts["figures"]] == [True] * 8
+    contended = decide_performance(lock, _as_probe_figures(recorded["contended"]), None, load_performance())
+    assert contended.status == "failed"
+    assert contended.error == recorded["contended"]["error"]
+    low = {f["where"] for f in contended.facts["figures"] if not f["ok"]}
+    assert low == {
+        "cuda:0 float32",
+        "cuda:0 tf32",
+        "cuda:0 bfloat16",
+        "cuda:0 float16",
+        "cuda:0 float8_e4m3fn",
+        "cuda:0",  # the device-to-device copy
+    }
+
+    def bf16(run: str) -> float:
+        return next(
+            f["measured"] for f in recorded[run]["facts"]["figures"] if f["where"] == "cuda:0 bfloat16"
+        )
+
+    assert bf16("contended") < 0.5 * bf16("healthy")  # half speed or less: what the stage must fail
