@@ -1,14 +1,14 @@
 """The built-wheels cache cannot vouch for itself (issue 36, finding 4).
 
-``built-wheels/`` is a folder anyone with write access (a shared disk, a restored CI cache) can fill.  An
+``built-wheels/`` is a folder anyone with write access (a shared disk, a restored CI cache) can fill. An
 attacker put a wheel of another distribution there, with a ``.pth`` file, beside a key record whose key
-was copied from a real one and whose ``wheel_sha256`` is that wheel's own hash: ``built_key.py reuse``
-took it ("has the same key, not built again") and the Dockerfile's ``pip install built/*.whl`` ran the
-``.pth``.  Now the builder checks that a kept wheel is the locked sdist's distribution and version, and
-``envbuild build`` puts a kept wheel into the build context only when the build record of the build
-that made it (``BUNDLE/build-<tag>.record.json``, outside the folder) names its sha256.
+was copied from a real one and whose ``wheel_sha256`` is that wheel's own hash: ``payloads/built_key.py
+reuse`` took it ("has the same key, not built again") and the Dockerfile's ``pip install built/*.whl`` ran
+the ``.pth``. Now the builder checks that a kept wheel is the locked sdist's distribution and version, and
+``envbuild build`` puts a kept wheel into the build context only when the build record of the build that
+made it (``BUNDLE/build-<tag>.record.json``, outside the folder) names its sha256.
 
-The builder's side runs ``envbuild/built_key.py`` as the builder stage runs it (a subprocess, real
+The builder's side runs ``envbuild/payloads/built_key.py`` as the builder stage runs it (a subprocess, real
 files); the host's side calls :func:`verify_built` and :func:`write_context` on a bundle's folders.
 """
 
@@ -29,15 +29,15 @@ from build_support import minimal_wheel
 from validate_support import cpu_lock
 
 from envbuild.boundary import to_json
-from envbuild.built_key import FORMAT, RECORD_SUFFIX
 from envbuild.errors import BuildError
 from envbuild.image.built_cache import verify_built
 from envbuild.image.context import write_context
 from envbuild.models import Lock
 from envbuild.models.lock import LockedDistribution, LockedFile
+from envbuild.payloads.built_key import FORMAT, RECORD_SUFFIX
 
 REPO = Path(__file__).resolve().parent.parent
-SCRIPT = REPO / "envbuild" / "built_key.py"
+SCRIPT = REPO / "envbuild" / "payloads" / "built_key.py"
 SDIST = "ab" * 32
 REAL = "eb_addop-1.0-cp311-cp311-linux_x86_64.whl"
 EVIL = "evil_pkg-6.6.6-py3-none-any.whl"

@@ -142,7 +142,7 @@ def test_lock_takes_only_the_listed_sdist_and_its_build_dependencies(tmp_path: P
     dockerfile = (bundle / "Dockerfile").read_text()
     assert "pip wheel --no-cache-dir --no-deps --no-build-isolation --require-hashes" in dockerfile
     assert "ARG MAX_JOBS=1" in dockerfile and "FLASH_ATTENTION_FORCE_BUILD=TRUE" in dockerfile
-    script = (REPO / "envbuild" / "built_key.py").read_bytes()
+    script = (REPO / "envbuild" / "payloads" / "built_key.py").read_bytes()
     assert (bundle / "envbuild-source-build.py").read_bytes() == script
 
 
@@ -247,7 +247,7 @@ def test_the_builder_reuses_a_built_wheel_only_for_the_same_key(tmp_path: Path) 
     """envbuild-source-build.py as the builder stage runs it (a subprocess, real files): ``record``
     writes the key beside a wheel just built, ``reuse`` takes it back while the key holds, and builds
     again when the arch list changes or the wheel's bytes no longer match its record."""
-    script = REPO / "envbuild" / "built_key.py"
+    script = REPO / "envbuild" / "payloads" / "built_key.py"
     source = tmp_path / "requirements-source.txt"
     source.write_text("--require-hashes\n\neb-addop==1.0 \\\n    --hash=sha256:" + "ab" * 32 + "\n")
     first = tmp_path / "first"

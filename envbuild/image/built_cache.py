@@ -1,8 +1,8 @@
 """Built wheels kept between builds (``[python] build_from_source``, issue 27 item 2).
 
 After a build, :func:`export_built` copies the builder stage's ``/tmp/envbuild/built`` (the wheels and
-their key records, :mod:`envbuild.built_key`) to the bundle's ``built-wheels/``.  The classic builder has
-no ``--output``, and building ``--target builder`` again would send the whole context (GBs of CUDA
+their key records, :mod:`envbuild.payloads.built_key`) to the bundle's ``built-wheels/``.  The classic
+builder has no ``--output``, and building ``--target builder`` again would send the whole context (GBs of CUDA
 wheels) a second time: the builder stage's last image is already in the engine (the classic builder
 keeps each step's image as the layer cache), so a container is created from it and the folder read
 with ``get_archive`` (``docker cp``).  The next build's context carries ``built-wheels/``, and the
@@ -38,12 +38,12 @@ from typing import IO, Any
 from packaging.version import InvalidVersion, Version
 
 from envbuild import atomic
-from envbuild.built_key import RECORD_SUFFIX, identity_mismatch, read_record
 from envbuild.digest import sha256_file
 from envbuild.errors import BuildError, BundleError
 from envbuild.image.progress import Step
 from envbuild.image.record import recorded_built_wheels
 from envbuild.models import Lock
+from envbuild.payloads.built_key import RECORD_SUFFIX, identity_mismatch, read_record
 
 BUILT = "built-wheels"  # in the bundle; render writes built-wheels/.keep for a source build
 IN_BUILDER = "/tmp/envbuild/built"  # templates/dockerfiles/Dockerfile.j2, the source-build step

@@ -6,7 +6,7 @@
 - ``requirements-build.txt``: their build dependencies that the image does not install (setuptools,
   ninja, ...), each pinned to its sha256; installed with ``pip install --target`` beside the build, so
   they never reach the image;
-- ``envbuild-source-build.py`` (:mod:`envbuild.built_key`, copied): the builder stage's cache of
+- ``envbuild-source-build.py`` (:mod:`envbuild.payloads.built_key`, copied): the builder stage's cache of
   built wheels, which reuses a wheel an earlier build kept in ``built-wheels/`` with the same key.
 
 They exist only when the lock has source builds; their bytes depend on the lock only.  So does
@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from envbuild import built_key
-from envbuild.built_key import SCRIPT_NAME
 from envbuild.lock.urls import index_options
 from envbuild.models import Lock, LockedDistribution
+from envbuild.payloads import built_key
+from envbuild.payloads.built_key import SCRIPT_NAME
 from envbuild.render.quote import comment
 from envbuild.render.source_build import TOOLKIT_REQUIREMENTS
 
