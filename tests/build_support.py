@@ -334,6 +334,15 @@ def committed_images(log: str) -> list[str]:
     return ids[::-1]
 
 
+def build_step(log: str, marker: str) -> tuple[str, bool]:
+    """The text of the first build step whose instruction holds ``marker`` (from its ``Step N/M`` line to
+    the next), and whether the engine took it from its cache."""
+    parts = re.split(r"(?m)^(?=Step \d+/\d+ : )", log)
+    step = next((p for p in parts if p.startswith("Step ") and marker in p.splitlines()[0]), None)
+    assert step is not None, f"no build step's instruction holds {marker!r}"
+    return step, "---> Using cache" in step
+
+
 def minimal_wheel(path: Path, name: str, version: str, extra: dict[str, str] | None = None) -> str:
     """A wheel file at ``path`` whose ``.dist-info/METADATA`` says ``name`` ``version``; its sha256."""
     info = f"{name.replace('-', '_')}-{version}.dist-info"
@@ -395,14 +404,13 @@ def needles_in_image(client: Any, tag: str, needles: list[str]) -> list[str]:
     return found
 
 
-def assert_installed_offline(install: str, bundle: Path) -> None:
-    """The install step's log went to the wheelhouse; from the cache, the wheelhouse it was keyed on
-    (COPY wheelhouse/ comes before it) holds every locked file, so the step's offline branch ran."""
+def assert_installed_offline(install: str, client: Any, tag: str) -> None:
+    """The venv of image ``tag`` was installed offline from the wheelhouse, with --no-deps (a locked
+    file): the image says so in /opt/venv/envbuild-installed-from, written by the install step itself, so
+    a layer from the cache says it too; a step that ran says it in its log as well (``install``)."""
+    said = client.containers.run(tag, ["cat", "/opt/venv/envbuild-installed-from"], remove=True).decode()
+    assert said == "wheelhouse: offline, pip --no-index --find-links /tmp/envbuild/wheelhouse --no-deps\n", (
+        said
+    )
     if "Using cache" not in install:
         assert "Looking in links: /tmp/envbuild/wheelhouse" in install, install
-        return
-    lock = json.loads((bundle / "envbuild.lock.json").read_text())
-    installed = [d for d in lock["distributions"] if d.get("role", "install") == "install"]
-    wanted = {f["filename"] for d in installed for f in d["files"]}
-    present = {p.name for p in (bundle / "wheelhouse").glob("*.whl")}
-    assert wanted and wanted <= present, sorted(wanted - present)

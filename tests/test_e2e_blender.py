@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from build_support import assert_installed_offline, envbuild, ok, only_run, temporary_tag
+from build_support import assert_installed_offline, build_step, envbuild, ok, only_run, temporary_tag
 from conftest import BASE_IMAGE
 
 # One xdist worker builds the image and runs every test here (tests/conftest.py).
@@ -93,7 +93,7 @@ def blender_cuda(
         yield tag
 
 
-def test_blender_cpu_renders_inside_the_image(blender_cpu: Built, tmp_path: Path) -> None:
+def test_blender_cpu_renders_inside_the_image(blender_cpu: Built, docker_client: Any, tmp_path: Path) -> None:
     lock = json.loads((blender_cpu.bundle / "envbuild.lock.json").read_text())
     assert (
         lock["resolved"] is True and lock["blender_source"] == "pypi" and lock["blender_version"] == "4.5.15"
@@ -105,8 +105,8 @@ def test_blender_cpu_renders_inside_the_image(blender_cpu: Built, tmp_path: Path
     ]
     assert (blender_cpu.bundle / "wheelhouse" / locked["bpy"]["files"][0]["filename"]).is_file()
     build_log = next(blender_cpu.bundle.glob("build-*.log")).read_text()
-    install = build_log.split("-m venv /opt/venv", 1)[1].split("\nStep ", 1)[0]
-    assert_installed_offline(install, blender_cpu.bundle)
+    install, _ = build_step(build_log, "-m venv /opt/venv")
+    assert_installed_offline(install, docker_client, blender_cpu.tag)
 
     out = tmp_path / "runs"
     proc = envbuild("validate", "--image", blender_cpu.tag, "--out", out)

@@ -214,7 +214,8 @@ def test_final_stage_installs_no_wheel_only_packages() -> None:
     ("files", "offline"), [([".keep"], False), ([".keep", "numpy-2.1.3-cp312.whl"], True)]
 )
 def test_wheelhouse_switch_runs_in_bash(tmp_path: Path, files: list[str], offline: bool) -> None:
-    """The builder's install RUN, executed with pip and venv replaced by echo: offline iff wheels exist."""
+    """The builder's install RUN, executed with pip and venv replaced by echo: offline iff wheels exist,
+    and the venv's envbuild-installed-from says which way it went."""
     run = next(
         c.value[0]
         for c in dockerfile.parse_string(render_dockerfile(cuda_plan()))
@@ -227,6 +228,7 @@ def test_wheelhouse_switch_runs_in_bash(tmp_path: Path, files: list[str], offlin
         run.replace("/tmp/envbuild", str(tmp_path))
         .replace("python3.12 -m venv /opt/venv", "true")
         .replace("/opt/venv/bin/python -m pip", "echo pip")
+        .replace("/opt/venv/envbuild-installed-from", str(tmp_path / "installed-from"))
     )
     proc = subprocess.run(
         ["bash", "-o", "pipefail", "-c", script], capture_output=True, text=True, check=True
@@ -234,3 +236,5 @@ def test_wheelhouse_switch_runs_in_bash(tmp_path: Path, files: list[str], offlin
     assert proc.stdout.startswith("pip install --no-cache-dir")
     assert ("--no-index" in proc.stdout) is offline
     assert f"-r {tmp_path}/requirements-rebuild.txt" in proc.stdout
+    said = (tmp_path / "installed-from").read_text()
+    assert said.startswith("wheelhouse: offline, pip --no-index" if offline else "indexes: "), said
