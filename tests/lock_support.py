@@ -85,12 +85,21 @@ def read_lock(bundle: Path) -> dict[str, Any]:
     return json.loads((bundle / LOCK).read_text(encoding="utf-8"))
 
 
-def h100_profile(folder: Path, *lines: str, packages: tuple[str, ...] = (), torch: str | None = None) -> Path:
-    """A custom (or, with ``torch``, pytorch) profile for an H100, CPython 3.12, Ubuntu 24.04."""
+def h100_profile(
+    folder: Path,
+    *lines: str,
+    packages: tuple[str, ...] = (),
+    torch: str | None = None,
+    kind: str | None = None,
+    name: str = "replan",
+    python: tuple[str, ...] = (),
+) -> Path:
+    """A custom (or, with ``torch``, pytorch) profile for an H100, CPython 3.12, Ubuntu 24.04; ``lines``
+    go before ``[python]``, ``python`` into it after ``packages``; ``kind`` overrides the kind."""
     folder.mkdir(parents=True, exist_ok=True)
     text = [
-        'name = "replan"',
-        f'kind = "{"pytorch" if torch else "custom"}"',
+        f'name = "{name}"',
+        f'kind = "{kind or ("pytorch" if torch else "custom")}"',
         "[accelerator]",
         'backend = "cuda"',
         'targets = ["h100"]',
@@ -98,6 +107,7 @@ def h100_profile(folder: Path, *lines: str, packages: tuple[str, ...] = (), torc
         "[python]",
         'version = "3.12"',
         f"packages = {json.dumps(list(packages))}",
+        *python,
         "[validate]",
         "compile_extensions = false",
     ]

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from index_support import make_sdist, make_wheel
-from lock_support import envbuild
+from lock_support import envbuild, h100_profile
 from packaging.version import Version
 from torch_universe import UniverseURLs, build_universe, serve_universe
 
@@ -55,27 +55,16 @@ def profile(
     folder: Path, packages: list[str], *, torch: str | None = None, python: tuple[str, ...] = ()
 ) -> Path:
     """A pytorch profile for an H100, CPython 3.12, Ubuntu 24.04; torch.version only when given."""
-    folder.mkdir(parents=True, exist_ok=True)
-    text = [
-        'name = "honest"',
-        'kind = "pytorch"',
-        "[accelerator]",
-        'backend = "cuda"',
-        'targets = ["h100"]',
+    return h100_profile(
+        folder,
         "[base]",
         'os = "ubuntu24.04"',
-        "[python]",
-        'version = "3.12"',
-        f"packages = {json.dumps(packages)}",
-        *python,
-        "[validate]",
-        "compile_extensions = false",
-    ]
-    if torch:
-        text += ["[torch]", f'version = "{torch}"']
-    path = folder / "profile.toml"
-    path.write_text("\n".join(text) + "\n", encoding="utf-8")
-    return path
+        packages=tuple(packages),
+        torch=torch,
+        kind="pytorch",
+        name="honest",
+        python=python,
+    )
 
 
 def check(env: dict[str, str], path: Path, url: str, *, expect: int) -> dict[str, Any]:
