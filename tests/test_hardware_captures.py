@@ -150,13 +150,36 @@ def test_a_missing_file_is_a_capture_error(tmp_path: Path) -> None:
 
 # envbuild's own captures of one lent H200 (tests/fixtures/smi/SOURCES.md): the NVIDIA formats the
 # validator and `check --smi` read, from one machine, agree with each other and pass an h200 order.
-H200_CAPTURES = (REAL / "nvidia-smi-q-x" / "h200-580.159.04.xml", REAL / "nvidia-smi" / "H200.txt")
-H200_QUERY = REAL / "nvidia-smi-query" / "h200.csv"  # the validator's --query-gpu (check --smi takes no CSV)
+H200_CAPTURES = (
+    REAL / "nvidia-smi-q-x" / "h200-580.159.04.xml",
+    REAL / "nvidia-smi" / "H200.txt",
+    REAL / "nvidia-smi-query" / "h200.csv",  # the validator's own --query-gpu
+)
 
 
 def _h200_readings() -> list[HardwareFacts]:
-    query = parse_query_gpu(H200_QUERY.read_text(encoding="utf-8"), str(H200_QUERY))
-    return [read_capture(p) for p in H200_CAPTURES] + [query]
+    return [read_capture(p) for p in H200_CAPTURES]
+
+
+def test_check_smi_reads_the_query_gpu_csv_and_refuses_what_is_not(tmp_path: Path) -> None:
+    """Before: `check --smi` refused the --query-gpu CSV, the one NVIDIA output with the compute
+    capability (the validator read it already)."""
+    got = read_capture(H200_CAPTURES[2])
+    assert (got.source, got.devices[0].arch) == ("nvidia-smi --query-gpu", "sm_90")
+    text = H200_CAPTURES[2].read_text(encoding="utf-8")
+    assert read_capture(H200_CAPTURES[2]) == parse_query_gpu(text, str(H200_CAPTURES[2]))
+    named = tmp_path / "rocm-smi.csv"  # the name says another tool
+    named.write_text(text, encoding="utf-8")
+    with pytest.raises(CaptureError, match="the name says rocm-smi"):
+        read_capture(named)
+    other = tmp_path / "gpus.csv"  # a CSV, but no query fields
+    other.write_text("gpu, model name\n0, H200\n", encoding="utf-8")
+    with pytest.raises(CaptureError, match="not the output of a supported tool"):
+        read_capture(other)
+    cut = tmp_path / "cut.csv"
+    cut.write_text(text.splitlines()[0] + "\n0, NVIDIA H200, GPU-1\n", encoding="utf-8")
+    with pytest.raises(CaptureError, match="row 1 has 3 fields, the header 7"):
+        read_capture(cut)
 
 
 @pytest.mark.parametrize("which", range(3), ids=["xml", "screen", "query-gpu"])

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from envbuild.errors import CaptureError
 from envbuild.hardware.amd import amd_smi_entries, is_rocm_smi, load_json, parse_amd_smi, parse_rocm_smi
+from envbuild.hardware.nvidia_query import QUERY, is_query_gpu, parse_query_gpu
 from envbuild.hardware.nvidia_table import is_table, parse_nvidia_table
 from envbuild.hardware.nvidia_xml import parse_nvidia_xml
 from envbuild.models.hardware import HardwareFacts
@@ -20,6 +21,7 @@ from envbuild.models.hardware import HardwareFacts
 ACCEPTED = (
     "`nvidia-smi -q -x` (XML)",
     "the plain `nvidia-smi` screen",
+    f"`{' '.join(QUERY)}`",
     "`amd-smi static --json` / `amd-smi metric --json`",
     "`rocm-smi ... --json`",
 )
@@ -28,9 +30,17 @@ MAX_BYTES = 32 * 2**20  # the largest real capture (8 GPUs, every clock listed) 
 _NAMED_TOOL: tuple[tuple[re.Pattern[str], str, tuple[str, ...]], ...] = (
     (re.compile(r"rocm[-_]?smi", re.I), "rocm-smi", ("rocm-smi",)),
     (re.compile(r"amd[-_]?smi", re.I), "amd-smi", ("amd-smi",)),
-    (re.compile(r"nvidia[-_]?smi|nvsmi", re.I), "nvidia-smi", ("nvidia-smi -q -x", "nvidia-smi table")),
+    (
+        re.compile(r"nvidia[-_]?smi|nvsmi", re.I),
+        "nvidia-smi",
+        ("nvidia-smi -q -x", "nvidia-smi table", "nvidia-smi --query-gpu"),
+    ),
 )
-_SUFFIX = {".xml": ("nvidia-smi -q -x",), ".json": ("amd-smi", "rocm-smi")}
+_SUFFIX = {
+    ".xml": ("nvidia-smi -q -x",),
+    ".json": ("amd-smi", "rocm-smi"),
+    ".csv": ("nvidia-smi --query-gpu",),
+}
 
 
 def accepted() -> str:
@@ -54,6 +64,8 @@ def _sniff(text: str, path: str) -> Callable[[str, str | None], HardwareFacts]:
         )
     if is_table(text):
         return parse_nvidia_table
+    if is_query_gpu(text):
+        return parse_query_gpu
     raise CaptureError(f"{path}: not the output of a supported tool; accepted formats: {accepted()}")
 
 

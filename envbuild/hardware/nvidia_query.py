@@ -38,6 +38,14 @@ def cc_to_arch(cc: str | None) -> str | None:
     return f"sm_{m.group(1)}{m.group(2)}" if m else None
 
 
+def is_query_gpu(text: str) -> bool:
+    """Whether ``text`` starts as ``--query-gpu ... --format=csv`` output: a header line of query
+    fields, comma-separated, ``name`` among them (units in brackets allowed)."""
+    first = text.lstrip("\ufeff \t\r\n").split("\n", 1)[0]
+    fields = [_UNIT.sub("", f.strip()) for f in first.split(",")]
+    return "name" in fields and all(re.fullmatch(r"[a-z_][a-z0-9_.]*", f) for f in fields)
+
+
 def _value(cell: str | None) -> str | None:
     """The cell's text; None for a blank cell and for nvidia-smi's ``[N/A]`` / ``[Not Supported]``."""
     if cell is None:
