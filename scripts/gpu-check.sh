@@ -360,7 +360,9 @@ EOF
 }
 
 CONTENDER=""
-if [ "${GPU_CHECK_CONTEND:-0}" = 1 ]; then
+if [ "${GPU_CHECK_CONTEND:-0}" = 1 ] && [ "$DRY" = 1 ]; then
+  echo "gpu-check: GPU_CHECK_CONTEND is for a device run only (no GPU in a dry run): ignored"
+elif [ "${GPU_CHECK_CONTEND:-0}" = 1 ]; then
   section "contention: a second process's bf16 matrix products on every GPU, for the whole validation"
   "$PY" - <<'EOF' &
 import time
