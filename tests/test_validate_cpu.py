@@ -271,3 +271,19 @@ def test_the_packages_probe_reads_the_torch_builds_own_version(tmp_path: Path) -
     assert shadowing.outcome == "ok", shadowing.reason
     assert shadowing.data["installed"]["torch"] == "2.11.0"
     assert shadowing.data["builds"]["torch"] == "2.11.0+cu130"
+
+
+def test_a_build_version_with_anything_but_version_characters_is_not_read(tmp_path: Path) -> None:
+    """torch/version.py is the machine's file: a __version__ holding an escape sequence or a line break
+    (written by hand here) is not taken as the build's version."""
+    from envbuild.validate.probe import run_probe
+
+    dist_info = tmp_path / "torch-2.11.0.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.11.0\n")
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "version.py").write_text("__version__ = '2.11.0+cu130\x1b[31m'\n")
+    probe = run_probe(sys.executable, "packages", {}, 120, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert probe.outcome == "ok", probe.reason
+    assert probe.data["installed"]["torch"] == "2.11.0"
+    assert "torch" not in probe.data["builds"]

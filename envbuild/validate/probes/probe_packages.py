@@ -96,7 +96,8 @@ BUILD_FILES = {
     "torchvision": "torchvision/version.py",
     "torchaudio": "torchaudio/version.py",
 }
-VERSION_LINE = re.compile(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", re.M)
+# A version's own characters only (PEP 440 with a local tag): the file is the machine's, never echoed whole.
+VERSION_LINE = re.compile(r"""^__version__\s*=\s*['"]([0-9A-Za-z.+!_-]{1,64})['"]""", re.M)
 builds: dict[str, str] = {}
 for key, relative in BUILD_FILES.items():
     if key not in dists:
