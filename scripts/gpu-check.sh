@@ -27,11 +27,10 @@
 # 30 s budget: matmul per dtype, bandwidths, the hardware sampled under load), then `envbuild report
 # verify` (--keep-going runs every stage whose facts are there: a package difference on a bare host no
 # longer hides the GPU stages); 4. print a compact summary and copy report.json, the lock and the whole
-# run folder (run.tar.gz, verifiable off the machine; report.md and junit.xml are in it) to $OUT; 5.
-# capture the hardware
-# (tests/gpu/hardware_capture.py: nvidia-smi-q-x.xml, and hardware.json with NVML's facts, every raw
-# value NVML returned for each call envbuild made, printed per device beside the parsed DeviceFacts, and
-# the rules' verdicts) and torch (tests/gpu/torch_capture.py: torch.json, the probes' output and every
+# run folder (run.tar.gz, verifiable off the machine; report.md and junit.xml are in it) to $OUT;
+# 5. capture the hardware (tests/gpu/hardware_capture.py: nvidia-smi-q-x.xml, and hardware.json with
+# NVML's facts, every raw value NVML returned for each call envbuild made, printed per device beside the
+# parsed DeviceFacts, and the rules' verdicts) and torch (tests/gpu/torch_capture.py: torch.json, the probes' output and every
 # device property) for fixtures: at most 7 files, none in a sub-folder, so a log tee'd to $OUT fits
 # the device tool's limit (8 files back, at most 2 folders down).
 #
