@@ -16,6 +16,7 @@ import uuid
 import zipfile
 from collections.abc import Iterator
 from contextlib import closing, contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,25 @@ def envbuild(
     """The CLI runner (:func:`cli_support.envbuild`) with a build's timeout; ``env`` is added to this
     process's environment (:func:`cli_support.environ`)."""
     return cli_support.envbuild(*args, env=environ(**(env or {})), timeout=timeout)
+
+
+@dataclass(frozen=True)
+class Built:
+    """An image built by a test fixture: its tag and the bundle it was built from (which holds the
+    build's log, ``build-<slug>.log``, and record)."""
+
+    tag: str
+    bundle: Path
+
+
+@dataclass(frozen=True)
+class Rebuilt:
+    """``envbuild rebuild --verify --json`` of a copy of a bundle (the image it made is gone): its exit
+    status and output, the rebuilt image's id, and the build log it wrote in the copy."""
+
+    proc: subprocess.CompletedProcess[str]
+    image_id: str
+    log: str
 
 
 def ok(*args: str | Path) -> subprocess.CompletedProcess[str]:

@@ -15,20 +15,23 @@ import shutil
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from build_support import Built, Rebuilt
 from index_support import IndexTree, IndexURLs, build_index_tree, serve_tree
 from lock_support import clean_env
 from torch_universe import UniverseURLs, build_universe, serve_universe
 
 REPO = Path(__file__).resolve().parent.parent
 BASE_IMAGE = os.environ.get("ENVBUILD_TEST_BASE_IMAGE", "envbuild/debian:12")
+PYTORCH_CPU_PROFILE = "pytorch-cpu-addop"  # the shared image's profile (the fixture ``pytorch_cpu``)
 
 # The xdist groups that build an image, longest first: under xdist they are handed out before every
 # other test (scripts/test.sh passes --no-loadscope-reorder), so the longest chain starts at once.
 # cuda-image (tests/test_e2e_cuda.py: a 6 GB CUDA image, 20-25 min on 2 CPUs) takes one worker alone: its five
 # tests keep xdist from handing that worker a second group at the start.
-IMAGE_GROUPS = ("cuda-image", "pytorch-cpu", "source-build", "blender-cpu", "container-box", "rebuild-proof")
+IMAGE_GROUPS = ("cuda-image", "pytorch-cpu", "blender-cpu", "container-box", "rebuild-proof")
 
 
 @pytest.hookimpl(trylast=True)  # after xdist's own hook, which names the groups in the node ids
@@ -230,3 +233,49 @@ def locked_pytorch_cpu(tmp_path_factory: pytest.TempPathFactory) -> Path:
             assert proc.returncode == 0, f"envbuild {args[0]} exited {proc.returncode}:\n{proc.stderr}"
 
     return once_per_run(tmp_path_factory, "locked-pytorch-cpu", make) / "pytorch-cpu"
+
+
+@pytest.fixture(scope="session")
+def pytorch_cpu(docker_client: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Built]:
+    """The shared pytorch-cpu image (xdist group ``pytorch-cpu``, one worker builds it once): the built-in
+    ``pytorch-cpu`` profile plus ``eb-addop`` built from source in the builder stage (tests/addop_support.py),
+    rendered, locked against PyPI, /opt/wheels and a loopback index serving the sdist, fetched, and built in
+    hash mode on the local Debian 12 base.  The tests of the default profile (tests/test_e2e.py) and of a
+    source build (tests/test_source_build.py) share it: two torch images would cost a second venv install
+    and final-stage copy (about 4 minutes on 2 loaded CPUs)."""
+    from addop_support import make_addop, write_profile
+    from build_support import ok, temporary_tag
+    from index_support import serve_index
+
+    work = tmp_path_factory.mktemp("pytorch-cpu")
+    make_addop(work / "index")
+    bundle = work / "pytorch-cpu"
+    profile = write_profile(work / "profile", ["eb-addop"], name=PYTORCH_CPU_PROFILE, probe_ops=True)
+    with serve_index(work / "index") as served:  # until fetch has taken the sdist
+        ok("render", profile, "--out", bundle)
+        ok("lock", bundle, *LOCK_SOURCES, "--index-url", f"{served}/simple/")
+        ok("fetch", bundle, "--find-links", "/opt/wheels")  # torch: from that folder, by name and sha256
+    with temporary_tag(docker_client, "pytorch-cpu") as tag:
+        ok("build", bundle, "--tag", tag, "--base-image", BASE_IMAGE, "--quiet")
+        yield Built(tag, bundle)
+
+
+@pytest.fixture(scope="session")
+def pytorch_cpu_rebuilt(
+    pytorch_cpu: Built, docker_client: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Rebuilt:
+    """T1: a copy of the pytorch-cpu bundle in another folder (its kept built wheel included), rebuilt
+    without the cache by ``envbuild rebuild --verify --json`` against the first build's record.  The image
+    is removed once its id is read; the tests judge the output and the log."""
+    from build_support import envbuild, temporary_tag
+
+    from envbuild.image.refs import slug
+
+    record = pytorch_cpu.bundle / f"build-{slug(pytorch_cpu.tag)}.record.json"
+    copy = tmp_path_factory.mktemp("another") / "folder"
+    shutil.copytree(pytorch_cpu.bundle, copy)
+    with temporary_tag(docker_client, "pytorch-cpu-rebuild") as tag:
+        proc = envbuild("rebuild", copy, "--tag", tag, "--against", record, "--verify", "--json", "-q")
+        image_id = docker_client.api.inspect_image(tag)["Id"] if proc.returncode in (0, 1) else ""
+        log = copy / f"build-{slug(tag)}.log"
+        return Rebuilt(proc, image_id, log.read_text(encoding="utf-8") if log.is_file() else "")

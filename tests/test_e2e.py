@@ -2,12 +2,14 @@
 
 Marked ``docker`` and ``slow``; CI runs them for real and a missing engine FAILS them (the
 ``docker_client`` fixture), never skips.  One ``pytorch-cpu`` image is built per session (about
-75-140 s on 2 cores) and shared by the tests that need it; every image is tagged with a uuid and
-removed afterwards.
+190 s on 2 cores; the fixture ``pytorch_cpu`` in tests/conftest.py) and shared by the tests that need
+it, tests/test_source_build.py's included; every image is tagged with a uuid and removed afterwards.
 
-1. ``pytorch-cpu`` rendered, locked (every distribution pinned with its sha256), fetched, built in
-   hash mode on the local Debian 12 base; ``validate --image`` passes every applicable stage,
-   including the C++ op built with the image (no compiler in it) and the checkpoint round trip.
+1. The built-in ``pytorch-cpu`` profile, extended by one sdist built from source (``eb-addop``,
+   tests/addop_support.py), rendered, locked (every distribution pinned with its sha256), fetched,
+   built in hash mode on the local Debian 12 base; ``validate --image`` passes every applicable stage,
+   including the C++ op built with the image (no compiler in it), the sdist's import and the
+   checkpoint round trip.
 2. A derived image with another sympy (a dependency of torch, inside torch's ``sympy>=1.13.3``)
    fails at ``packages``, naming sympy, both versions and that torch required it.
 3. The ``ubuntu`` preparation on the local base: tests/test_container_docker.py
@@ -25,25 +27,25 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import subprocess
 import sys
 import tarfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from build_support import (
+    Built,
+    Rebuilt,
     assert_installed_offline,
     build_step,
     envbuild,
-    ok,
     only_run,
     saved_image,
     temporary_tag,
 )
+from conftest import PYTORCH_CPU_PROFILE
 
 from envbuild.image.refs import slug
 
@@ -68,20 +70,6 @@ TARGET = (
 # A transitive dependency moved inside its parent's range: torch requires sympy>=1.13.3, the lock
 # took the newest sympy, the derived image installs 1.13.3.
 DRIFT = ("sympy", "1.13.3")
-
-
-@dataclass(frozen=True)
-class Built:
-    tag: str
-    bundle: Path
-
-
-@pytest.fixture(scope="session")
-def pytorch_cpu(docker_client: Any, locked_pytorch_cpu: Path) -> Iterator[Built]:
-    bundle = locked_pytorch_cpu  # rendered, locked, fetched (conftest)
-    with temporary_tag(docker_client, "pytorch-cpu") as tag:
-        ok("build", bundle, "--tag", tag, "--base-image", BASE_IMAGE, "--quiet")
-        yield Built(tag, bundle)
 
 
 @pytest.fixture(scope="session")
@@ -144,7 +132,7 @@ def test_pytorch_cpu_validates_inside_the_image(
     assert proc.returncode == 0, proc.stderr
     run, report = only_run(out)
     assert report["format"] == "envbuild.report/1" and report["ok"] is True
-    assert report["lock"]["content"]["profile_name"] == "pytorch-cpu"
+    assert report["lock"]["content"]["profile_name"] == PYTORCH_CPU_PROFILE
     status = {s["stage"]: s for s in report["stages"]}
     applicable = [
         "interpreter",
@@ -162,14 +150,22 @@ def test_pytorch_cpu_validates_inside_the_image(
     assert skipped == {"devices", "memory"}
     packages = status["packages"]["facts"]
     assert packages["lock_resolved"] is True and packages["compared"] == "distributions"
-    assert packages["locked_count"] == len(lock["distributions"]) and not packages["differences"]
+    # every distribution the image installs is compared; the sdist's build dependency (ninja) is not one
+    installs = [d for d in lock["distributions"] if d["role"] != "build"]
+    assert len(installs) == len(lock["distributions"]) - 1
+    assert packages["locked_count"] == len(installs) and not packages["differences"]
     parts = {p["name"]: p for p in status["extensions"]["facts"]["parts"]}
     # compiled in the builder stage, imported and run here with no compiler (the structure test checks
-    # there is none), in the warm worker
+    # there is none)
     op = parts["cpp_op"]
     assert op["status"] == "passed" and op["source"] == "image", op
     assert op["path"] == "/opt/envbuild-probe-ops/envbuild_probe_cpp_image.so"
-    assert status["extensions"]["facts"]["process"] == "warm worker"
+    # the sdist built from source in the builder stage: imported (which runs its op) with no compiler here
+    assert parts["import:eb_addop"]["status"] == "passed", parts
+    # the lock names an extension package, whose smoke test runs apart from the warm worker (the warm
+    # worker's own load of cached ops: tests/test_validate_cpu.py)
+    facts = status["extensions"]["facts"]
+    assert facts["process"] == "its own" and "names extension packages" in facts["why_own"], facts
     # the op validate loaded from the image (above) is the step's real output, from the cache too; a step
     # that ran also says so in the log
     ops_step, cached = build_step(log, "envbuild-probe-ops.py build")
@@ -273,9 +269,15 @@ def test_build_writes_a_record_of_the_image(pytorch_cpu: Built, docker_client: A
     lock = json.loads(lock_path.read_text())
     locked_files = {(f["filename"], f["sha256"]) for d in lock["distributions"] for f in d["files"]}
     assert {(w["file"], w["sha256"]) for w in record.inputs["wheels"]} == locked_files
-    # every locked distribution is installed in /opt/venv at its locked version, by pip
+    # every locked distribution is installed in /opt/venv at its locked version, by pip (the sdist too, as
+    # the wheel the builder stage made of it), except the sdist's build dependencies: those never are
     venv = {canonicalize_name(d.name): d for d in record.files.python if d.location.startswith("/opt/venv/")}
+    roles = {dist["role"] for dist in lock["distributions"]}
+    assert roles == {"install", "source", "build"}, roles
     for dist in lock["distributions"]:
+        if dist["role"] == "build":
+            assert canonicalize_name(dist["name"]) not in venv, dist
+            continue
         installed = venv[canonicalize_name(dist["name"])]
         assert installed.version == dist["version"] + (f"+{dist['local']}" if dist["local"] else "")
         assert installed.installer == "pip"
@@ -315,23 +317,20 @@ def test_image_diff_attributes_the_drift(pytorch_cpu: Built, drifted: str) -> No
 
 @pytorch_cpu_image
 def test_rebuild_without_the_cache_is_equal_on_content(
-    pytorch_cpu: Built, docker_client: Any, tmp_path: Path
+    pytorch_cpu: Built, pytorch_cpu_rebuilt: Rebuilt, docker_client: Any
 ) -> None:
     """T1: a copy of the bundle in another folder, rebuilt without the cache, equals the first build on
-    content (no difference outside the noise list, which stays short)."""
+    content (no difference outside the noise list, which stays short); the sdist built from source is
+    reproduced by its kept wheel (tests/test_source_build.py reads the rebuild's log)."""
     from envbuild.image.diff import NOISE
 
-    record = pytorch_cpu.bundle / f"build-{slug(pytorch_cpu.tag)}.record.json"
-    copy = tmp_path / "another" / "folder"
-    shutil.copytree(pytorch_cpu.bundle, copy)
     assert len(NOISE) <= 20
-    with temporary_tag(docker_client, "pytorch-cpu-rebuild") as tag:
-        proc = envbuild("rebuild", copy, "--tag", tag, "--against", record, "--verify", "--json", "-q")
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-        diff = json.loads(proc.stdout)
-        assert diff["identical"] is True and diff["counts"] == {"package": 0, "content": 0, "metadata": 0}
-        rebuilt = docker_client.api.inspect_image(tag)["Id"]
-        assert rebuilt != docker_client.api.inspect_image(pytorch_cpu.tag)["Id"]  # ids differ, content not
+    proc = pytorch_cpu_rebuilt.proc
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    diff = json.loads(proc.stdout)
+    assert diff["identical"] is True and diff["counts"] == {"package": 0, "content": 0, "metadata": 0}
+    # the ids differ, the content does not
+    assert pytorch_cpu_rebuilt.image_id != docker_client.api.inspect_image(pytorch_cpu.tag)["Id"]
 
 
 def _lot(

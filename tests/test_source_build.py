@@ -1,12 +1,13 @@
 """``[python] build_from_source`` (issue 27): an sdist whose ``setup.py`` imports
-``torch.utils.cpp_extension`` and builds a small C++ op, written here, served from a loopback index,
-locked (its sdist and its build dependencies with their sha256), built in the builder stage of a real
-image with CPU torch, installed in the final stage's venv, and imported and run by ``validate --image``
-through ``[validate] extensions``.
+``torch.utils.cpp_extension`` and builds a small C++ op (``eb-addop``, hand-written: tests/addop_support.py),
+served from a loopback index, locked (its sdist and its build dependencies with their sha256), built in the
+builder stage of a real image with CPU torch, installed in the final stage's venv, and imported and run by
+``validate --image`` through ``[validate] extensions``.
 
-The sdist (``eb-addop`` 1.0) is hand-written for this test: PKG-INFO 2.2 with a ``pyproject.toml``, so
-the resolver reads its dependencies without building it.  Its package runs its op once on import, so
-the validator's import of it runs the compiled code.  A failing source build makes ``envbuild build``
+The image is the shared pytorch-cpu one (the fixture ``pytorch_cpu`` in tests/conftest.py: the built-in
+profile plus this sdist), whose validation in tests/test_e2e.py imports the module; its rebuild without the
+cache (``pytorch_cpu_rebuilt``) shows the kept wheel copied in instead of a second compile.  A failing source
+build makes ``envbuild build``
 fail, naming the step, the compiler's first error and the full log: shown on a small image (a ``custom``
 profile without torch, a C extension sdist ``eb-cop`` whose C does not compile), since what names the
 failure (the source-build step, the compiler's error line, the log) does not depend on torch, and a torch
@@ -27,84 +28,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from build_support import build_step, committed_images, envbuild, minimal_wheel, only_run, temporary_tag
+from addop_support import make_addop, write_profile
+from build_support import Built, Rebuilt, build_step, committed_images, envbuild, minimal_wheel, temporary_tag
 from conftest import LOCK_SOURCES
 from index_support import make_sdist, serve_index
 
+from envbuild.image.refs import slug
+
 REPO = Path(__file__).resolve().parent.parent
 BASE_IMAGE = os.environ.get("ENVBUILD_TEST_BASE_IMAGE", "envbuild/debian:12")
-
-SETUP_PY = """\
-from setuptools import setup
-from torch.utils.cpp_extension import BuildExtension, CppExtension
-
-setup(
-    name="eb-addop",
-    version="1.0",
-    packages=["eb_addop"],
-    ext_modules=[CppExtension("eb_addop._C", ["csrc/addop.cpp"])],
-    cmdclass={"build_ext": BuildExtension},
-)
-"""
-PYPROJECT = """\
-[build-system]
-requires = ["setuptools>=61"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "eb-addop"
-version = "1.0"
-dependencies = ["torch"]
-"""
-ADDOP_CPP = """\
-#include <torch/extension.h>
-
-torch::Tensor add_one(torch::Tensor x) { return x + 1; }
-
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("add_one", &add_one, "x + 1"); }
-"""
-INIT_PY = """\
-import torch
-
-from eb_addop import _C
-
-__version__ = "1.0"
-
-
-def add_one(x):
-    return _C.add_one(x)
-
-
-# Run the compiled op once on import: an import that succeeds has run it.
-assert add_one(torch.zeros(3)).tolist() == [1.0, 1.0, 1.0]
-"""
-
-
-def make_addop(folder: Path, cpp: str = ADDOP_CPP) -> Path:
-    return make_sdist(
-        folder,
-        "eb-addop",
-        "1.0",
-        setup_py=SETUP_PY,
-        pyproject=PYPROJECT,
-        requires=["torch"],
-        files={"csrc/addop.cpp": cpp, "eb_addop/__init__.py": INIT_PY, "MANIFEST.in": "graft csrc\n"},
-        metadata_version="2.2",
-    )
-
-
-def write_profile(folder: Path, build_from_source: list[str]) -> Path:
-    """A profile extending pytorch-cpu, with its pilot app (whose checks it inherits) copied beside it."""
-    folder.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(REPO / "profiles" / "apps" / "pilot", folder / "pilot")
-    path = folder / "profile.toml"
-    path.write_text(
-        'name = "addop"\nkind = "pytorch"\nextends = "pytorch-cpu"\n'
-        f'[python]\npackages = ["eb-addop==1.0"]\nbuild_from_source = {json.dumps(build_from_source)}\n'
-        '[validate]\nextensions = ["eb_addop"]\nprobe_ops = false\n[app]\nsource = "pilot"\n',
-        encoding="utf-8",
-    )
-    return path
 
 
 def lock_of(bundle: Path) -> dict[str, Any]:
@@ -278,70 +210,52 @@ def test_the_builder_reuses_a_built_wheel_only_for_the_same_key(tmp_path: Path) 
     assert "does not match its key record" in run("reuse", tmp_path / "fourth", "--cache", str(first))
 
 
-def fetched_addop(tmp_path: Path) -> Path:
-    """The addop bundle rendered, locked and fetched (its wheelhouse holds the sdist)."""
-    make_addop(tmp_path / "index")
-    bundle = tmp_path / "bundle"
-    with serve_index(tmp_path / "index") as served:
-        profile = write_profile(tmp_path / "profile", ["eb-addop"])
-        for args in (
-            ("render", profile, "--out", bundle),
-            ("lock", bundle, *LOCK_SOURCES, "--index-url", f"{served}/simple/"),
-            ("fetch", bundle, "--find-links", "/opt/wheels"),
-        ):
-            proc = envbuild(*args)
-            assert proc.returncode == 0, f"{args[0]}: {proc.stdout}{proc.stderr}"
-    assert (bundle / "wheelhouse" / "eb_addop-1.0.tar.gz").is_file()
-    return bundle
-
-
 @pytest.mark.docker
 @pytest.mark.slow
-@pytest.mark.xdist_group("source-build")  # its own image: beside the pytorch-cpu lane, not after it
-def test_source_build_in_the_builder_stage_validates_in_the_image(docker_client: Any, tmp_path: Path) -> None:
-    bundle = fetched_addop(tmp_path)
-    with temporary_tag(docker_client, "addop") as tag:
-        proc = envbuild("build", bundle, "--tag", tag, "--base-image", BASE_IMAGE, "--quiet")
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        log = (bundle / f"build-{tag.replace('/', '-').replace(':', '-')}.log").read_text()
-        # the wheel the step built is in the record and imports in the image (below), from the cache too;
-        # a step that ran also says so in the log
-        step, cached = build_step(log, "envbuild-source-build.py reuse")
-        assert cached or "Building wheel for eb-addop" in step, step
-        record = json.loads(next(bundle.glob("build-*.record.json")).read_text())
-        (built,) = record["outputs"]["built_wheels"]
-        assert built["file"].startswith("eb_addop-1.0-cp311-cp311-linux_x86_64")
-        out = tmp_path / "runs"
-        proc = envbuild("validate", "--image", tag, "--out", out)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        _run, report = only_run(out)
-        (ext,) = [s for s in report["stages"] if s["stage"] == "extensions"]
-        parts = {p["name"]: p for p in ext["facts"]["parts"]}
-        assert parts["import:eb_addop"]["status"] == "passed", parts
-        # the build dependencies stayed out of the image
-        listing = docker_client.containers.run(
-            tag, ["/opt/venv/bin/python", "-m", "pip", "list", "--format", "json"], remove=True
-        )
-        names = {d["name"].lower() for d in json.loads(listing)}
-        assert "eb-addop" in names and "ninja" not in names, names
-        # the built wheel was kept beside the wheelhouse, with its key record
-        house = bundle / "built-wheels"
-        assert hashlib.sha256((house / built["file"]).read_bytes()).hexdigest() == built["sha256"]
-        key = json.loads((house / f"{built['file']}.envbuild-key.json").read_text())["key"]
-        assert key["torch"].endswith("+cpu") and key["python"] == "3.11", key
-        # a second build of the bundle copies the kept wheel in: pip wheel does not run (the first image
-        # is kept meanwhile, so the layers before the source build stay in the engine's cache)
-        with temporary_tag(docker_client, "addop-again") as again:
-            proc = envbuild("build", bundle, "--tag", again, "--base-image", BASE_IMAGE, "-q", "--no-record")
-            assert proc.returncode == 0, proc.stdout + proc.stderr
-            log = (bundle / f"build-{again.replace('/', '-').replace(':', '-')}.log").read_text()
-        assert f"envbuild-source-build: cached eb-addop==1.0: {built['file']} has the same key" in log
-        lines = [line.strip() for line in log.splitlines()]
-        assert "envbuild-source-build: start" not in lines and "Building wheel" not in log
-        assert f"envbuild-built-wheel: {built['sha256']}  {built['file']}" in log
-    # a kept wheel changed after its export is refused before the engine is asked
-    (house / built["file"]).write_bytes(b"changed")
-    proc = envbuild("build", bundle, "--tag", "envbuild-test/never:built", "--quiet")
+@pytest.mark.xdist_group(
+    "pytorch-cpu"
+)  # the shared image (tests/conftest.py) holds eb-addop built from source
+def test_source_build_in_the_builder_stage_and_its_kept_wheel(
+    pytorch_cpu: Built, pytorch_cpu_rebuilt: Rebuilt, docker_client: Any, tmp_path: Path
+) -> None:
+    """The shared pytorch-cpu image built eb-addop in its builder stage (its import in the image, which
+    runs the op, is judged by tests/test_e2e.py's validation of that image); here: the step, the record,
+    the kept wheel and its key, and the rebuild without the cache that copied the kept wheel in."""
+    bundle = pytorch_cpu.bundle
+    log = (bundle / f"build-{slug(pytorch_cpu.tag)}.log").read_text()
+    # the wheel the step built is in the record and in the image (below), from the cache too; a step that
+    # ran also says so in the log
+    step, cached = build_step(log, "envbuild-source-build.py reuse")
+    assert cached or "Building wheel for eb-addop" in step, step
+    record = json.loads((bundle / f"build-{slug(pytorch_cpu.tag)}.record.json").read_text())
+    (built,) = record["outputs"]["built_wheels"]
+    assert built["file"].startswith("eb_addop-1.0-cp311-cp311-linux_x86_64")
+    # the build dependencies stayed out of the image
+    listing = docker_client.containers.run(
+        pytorch_cpu.tag, ["/opt/venv/bin/python", "-m", "pip", "list", "--format", "json"], remove=True
+    )
+    names = {d["name"].lower() for d in json.loads(listing)}
+    assert "eb-addop" in names and "ninja" not in names, names
+    # the built wheel was kept beside the wheelhouse, with its key record
+    house = bundle / "built-wheels"
+    assert hashlib.sha256((house / built["file"]).read_bytes()).hexdigest() == built["sha256"]
+    key = json.loads((house / f"{built['file']}.envbuild-key.json").read_text())["key"]
+    assert key["torch"].endswith("+cpu") and key["python"] == "3.11", key
+    # the rebuild without the cache, from a copy of the bundle (kept wheel included), copied the kept
+    # wheel in: pip wheel did not run
+    rebuilt = pytorch_cpu_rebuilt.log
+    assert rebuilt, pytorch_cpu_rebuilt.proc.stderr[-3000:]
+    assert f"envbuild-source-build: cached eb-addop==1.0: {built['file']} has the same key" in rebuilt
+    lines = [line.strip() for line in rebuilt.splitlines()]
+    assert "envbuild-source-build: start" not in lines and "Building wheel" not in rebuilt
+    assert f"envbuild-built-wheel: {built['sha256']}  {built['file']}" in rebuilt
+    # a kept wheel changed after its export is refused before the engine is asked (in a copy of the
+    # bundle: the shared one stays as built; the wheelhouse linked, the kept wheels copied)
+    copy = tmp_path / "changed"
+    shutil.copytree(bundle, copy, copy_function=os.link, ignore=shutil.ignore_patterns("built-wheels"))
+    shutil.copytree(house, copy / "built-wheels")
+    (copy / "built-wheels" / built["file"]).write_bytes(b"changed")
+    proc = envbuild("build", copy, "--tag", "envbuild-test/never:built", "--quiet")
     assert proc.returncode == 1 and f"its key record {built['file']}.envbuild-key.json says" in proc.stderr
 
 
