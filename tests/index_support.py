@@ -46,6 +46,7 @@ import io
 import re
 import shutil
 import ssl
+import stat
 import subprocess
 import tarfile
 import threading
@@ -321,10 +322,33 @@ def _read_dist(path: Path) -> _Dist | None:
     )
 
 
+# What _read_dist found in each file, by the file's identity: a request lists the folder and stats each
+# file, and reads (unzips, hashes) only a file that is new or changed since.  Without it every request read
+# every file of the folder again: about 45 ms a request for the torch universe, so one uv resolution took
+# 3-5 s on loopback.  Tests change served files (newer versions, other bytes under one name): a changed
+# file has another inode, size, mtime or ctime, and is read again.
+_READ: dict[tuple[str, int, int, int, int, int], _Dist | None] = {}
+_READ_LOCK = threading.Lock()
+
+
 def _scan(root: Path) -> dict[str, list[_Dist]]:
     projects: dict[str, list[_Dist]] = {}
     for path in sorted(root.iterdir()):
-        if path.is_file() and (dist := _read_dist(path)):
+        try:
+            st = path.stat()
+        except OSError:  # removed meanwhile
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            continue
+        key = (str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        with _READ_LOCK:
+            known = key in _READ
+            dist = _READ.get(key)
+        if not known:
+            dist = _read_dist(path)
+            with _READ_LOCK:
+                _READ[key] = dist
+        if dist is not None:
             projects.setdefault(dist.project, []).append(dist)
     return projects
 
@@ -369,6 +393,10 @@ def _handler(
     expected = "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode() if auth else None
 
     class Handler(BaseHTTPRequestHandler):
+        # The headers and the body are two writes: with Nagle's algorithm the body waits for the client's
+        # delayed ACK of the headers (tens of ms a request on loopback).
+        disable_nagle_algorithm = True
+
         def log_message(self, format: str, *args: Any) -> None:
             pass  # nothing on stderr
 
@@ -501,6 +529,12 @@ def serve_index(
         yield base
 
 
+class _Server(ThreadingHTTPServer):
+    # uv opens dozens of connections at once; with socketserver's backlog of 5 the kernel drops the SYNs
+    # beyond it, and each dropped one is sent again after a second (a resolution stalled 1 s, twice).
+    request_queue_size = 128
+
+
 @contextmanager
 def loopback(
     handler: Callable[..., BaseHTTPRequestHandler],
@@ -514,7 +548,7 @@ def loopback(
     server is shut down and closed when the block ends.  :func:`serve_index` and :func:`serve_folder`
     serve files with it; a test that needs a server to misbehave (drip bytes, answer wrong ones) passes
     its own handler."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = _Server(("127.0.0.1", 0), handler)
     scheme = "http"
     if tls is not None:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
