@@ -11,7 +11,7 @@ import json
 import shutil
 from pathlib import Path
 
-from index_support import make_sdist
+from index_support import make_sdist, setuptools_pyproject
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -27,16 +27,7 @@ setup(
     cmdclass={"build_ext": BuildExtension},
 )
 """
-PYPROJECT = """\
-[build-system]
-requires = ["setuptools>=61"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "eb-addop"
-version = "1.0"
-dependencies = ["torch"]
-"""
+PYPROJECT = setuptools_pyproject("eb-addop", "1.0", ["torch"])
 ADDOP_CPP = """\
 #include <torch/extension.h>
 

@@ -209,6 +209,17 @@ def tamper(wheel: Path) -> None:
 # ---------------------------------------------------------------- sdists
 
 
+def setuptools_pyproject(name: str, version: str, dependencies: Iterable[str] = ()) -> str:
+    """A ``pyproject.toml`` building ``name`` with setuptools (its ``setup.py`` adds what pyproject cannot
+    say: extension modules), for :func:`make_sdist`'s ``pyproject``."""
+    deps = ", ".join(f'"{d}"' for d in dependencies)
+    return (
+        '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n\n'
+        f'[project]\nname = "{name}"\nversion = "{version}"\n'
+        + (f"dependencies = [{deps}]\n" if deps else "")
+    )
+
+
 def make_sdist(
     dest: Path,
     name: str,

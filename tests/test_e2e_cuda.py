@@ -52,7 +52,7 @@ from typing import Any
 import pytest
 from build_support import committed_images, envbuild, only_run, temporary_tag
 from cli_support import ENVBUILD
-from index_support import make_sdist, serve_index
+from index_support import make_sdist, serve_index, setuptools_pyproject
 from packaging.utils import canonicalize_name
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.xdist_group("cuda-image")]
@@ -76,16 +76,7 @@ setup(
     cmdclass={"build_ext": BuildExtension},
 )
 """
-PYPROJECT = """\
-[build-system]
-requires = ["setuptools>=61"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "eb-cudaop"
-version = "1.0"
-dependencies = ["torch"]
-"""
+PYPROJECT = setuptools_pyproject("eb-cudaop", "1.0", ["torch"])
 # The kernel's file includes CUDA's runtime header only: with torch's headers nvcc takes minutes per arch.
 KERNEL_CU = """\
 #include <cuda_runtime.h>

@@ -31,7 +31,7 @@ import pytest
 from addop_support import make_addop, write_profile
 from build_support import Built, Rebuilt, build_step, committed_images, envbuild, minimal_wheel, temporary_tag
 from conftest import LOCK_SOURCES
-from index_support import make_sdist, serve_index
+from index_support import make_sdist, serve_index, setuptools_pyproject
 
 from envbuild.image.refs import slug
 
@@ -265,15 +265,7 @@ from setuptools import Extension, setup
 
 setup(name="eb-cop", version="1.0", packages=["eb_cop"], ext_modules=[Extension("eb_cop._c", ["csrc/cop.c"])])
 """
-COP_PYPROJECT = """\
-[build-system]
-requires = ["setuptools>=61"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "eb-cop"
-version = "1.0"
-"""
+COP_PYPROJECT = setuptools_pyproject("eb-cop", "1.0")
 BROKEN_COP_C = """\
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
