@@ -39,6 +39,7 @@ from __future__ import annotations
 import base64
 import csv
 import email.parser
+import functools
 import gzip
 import hashlib
 import html
@@ -333,13 +334,14 @@ def _read_dist(path: Path) -> _Dist | None:
     )
 
 
-# What _read_dist found in each file, by the file's identity: a request lists the folder and stats each
-# file, and reads (unzips, hashes) only a file that is new or changed since.  Without it every request read
-# every file of the folder again: about 45 ms a request for the torch universe, so one uv resolution took
-# 3-5 s on loopback.  Tests change served files (newer versions, other bytes under one name): a changed
-# file has another inode, size, mtime or ctime, and is read again.
-_READ: dict[tuple[str, int, int, int, int, int], _Dist | None] = {}
-_READ_LOCK = threading.Lock()
+@functools.cache
+def _read_known(path: str, dev: int, ino: int, size: int, mtime_ns: int, ctime_ns: int) -> _Dist | None:
+    """:func:`_read_dist` once per file identity.  A request lists the folder and stats each file, and reads
+    (unzips, hashes) only a file that is new or changed since: reading every file again on every request
+    cost about 45 ms a request for the torch universe (a uv resolution took 3-5 s on loopback).  Tests change
+    served files (newer versions, other bytes under one name): a changed file has another inode, size, mtime
+    or ctime, and is read again."""
+    return _read_dist(Path(path))
 
 
 def _scan(root: Path) -> dict[str, list[_Dist]]:
@@ -351,14 +353,7 @@ def _scan(root: Path) -> dict[str, list[_Dist]]:
             continue
         if not stat.S_ISREG(st.st_mode):
             continue
-        key = (str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-        with _READ_LOCK:
-            known = key in _READ
-            dist = _READ.get(key)
-        if not known:
-            dist = _read_dist(path)
-            with _READ_LOCK:
-                _READ[key] = dist
+        dist = _read_known(str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         if dist is not None:
             projects.setdefault(dist.project, []).append(dist)
     return projects
@@ -404,8 +399,7 @@ def _handler(
     expected = "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode() if auth else None
 
     class Handler(BaseHTTPRequestHandler):
-        # The headers and the body are two writes: with Nagle's algorithm the body waits for the client's
-        # delayed ACK of the headers (tens of ms a request on loopback).
+        # The headers and the body are two writes: no Nagle delay between them (not measured on its own).
         disable_nagle_algorithm = True
 
         def log_message(self, format: str, *args: Any) -> None:
